@@ -156,12 +156,8 @@ impl Transitions {
         self.action.push_row(action).map_err(shape_err)?;
         self.next_obs.push_row(next_obs).map_err(shape_err)?;
         self.reward.append(Axis(0), ArrayView1::from(&[reward])).map_err(shape_err)?;
-        self.terminal
-            .append(Axis(0), ArrayView1::from(&[f32::from(u8::from(terminal))]))
-            .map_err(shape_err)?;
-        self.timeout
-            .append(Axis(0), ArrayView1::from(&[f32::from(u8::from(timeout))]))
-            .map_err(shape_err)?;
+        self.terminal.append(Axis(0), ArrayView1::from(&[f32::from(u8::from(terminal))])).map_err(shape_err)?;
+        self.timeout.append(Axis(0), ArrayView1::from(&[f32::from(u8::from(timeout))])).map_err(shape_err)?;
         Ok(())
     }
 
@@ -220,8 +216,7 @@ mod tests {
         let mut t = Transitions::empty(2, 1);
         for i in 0..4 {
             let x = i as f32;
-            t.push(array![x, x].view(), array![0.5].view(), 1.0, array![x + 1.0, x].view(), i == 1, i == 3)
-                .unwrap();
+            t.push(array![x, x].view(), array![0.5].view(), 1.0, array![x + 1.0, x].view(), i == 1, i == 3).unwrap();
         }
         t
     }

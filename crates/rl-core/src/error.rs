@@ -77,11 +77,7 @@ where
 {
     for (index, v) in values.into_iter().enumerate() {
         if !v.is_finite() {
-            return Err(RlCoreError::NonFinite {
-                what: what.to_owned(),
-                index,
-                value: f64::from(*v),
-            });
+            return Err(RlCoreError::NonFinite { what: what.to_owned(), index, value: f64::from(*v) });
         }
     }
     Ok(())
@@ -97,11 +93,7 @@ where
 {
     for (index, v) in values.into_iter().enumerate() {
         if !v.is_finite() {
-            return Err(RlCoreError::NonFinite {
-                what: what.to_owned(),
-                index,
-                value: *v,
-            });
+            return Err(RlCoreError::NonFinite { what: what.to_owned(), index, value: *v });
         }
     }
     Ok(())

@@ -89,14 +89,10 @@ impl Space {
     /// Whether `x` lies in the space.
     pub fn contains(&self, x: ArrayView1<'_, f32>) -> bool {
         match self {
-            Space::Discrete { n } => {
-                x.len() == 1 && x[0] >= 0.0 && x[0].fract() == 0.0 && (x[0] as usize) < *n
-            }
+            Space::Discrete { n } => x.len() == 1 && x[0] >= 0.0 && x[0].fract() == 0.0 && (x[0] as usize) < *n,
             Space::Box { low, high } => {
                 x.len() == low.len()
-                    && x.iter()
-                        .zip(low.iter().zip(high.iter()))
-                        .all(|(v, (l, h))| !v.is_nan() && v >= l && v <= h)
+                    && x.iter().zip(low.iter().zip(high.iter())).all(|(v, (l, h))| !v.is_nan() && v >= l && v <= h)
             }
         }
     }

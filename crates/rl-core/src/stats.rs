@@ -91,10 +91,7 @@ impl RunningMeanStd {
 
     /// `(x - mean) / sqrt(var + eps)` per dimension (extra or missing entries are ignored).
     pub fn normalize(&self, x: &[f64], eps: f64) -> Vec<f64> {
-        x.iter()
-            .zip(self.mean.iter().zip(self.var.iter()))
-            .map(|(v, (m, s2))| (v - m) / (s2 + eps).sqrt())
-            .collect()
+        x.iter().zip(self.mean.iter().zip(self.var.iter())).map(|(v, (m, s2))| (v - m) / (s2 + eps).sqrt()).collect()
     }
 }
 

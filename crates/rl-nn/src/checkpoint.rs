@@ -68,7 +68,10 @@ pub fn read_tensors(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> 
     // Parse the header ourselves first: safetensors' own parser can be handed arbitrary bytes,
     // and we want the reason in our error.
     if bytes.len() < 8 {
-        return Err(RlNnError::CorruptCheckpoint { path: path_str(path), reason: format!("file has {} bytes, too short for a header", bytes.len()) });
+        return Err(RlNnError::CorruptCheckpoint {
+            path: path_str(path),
+            reason: format!("file has {} bytes, too short for a header", bytes.len()),
+        });
     }
     Tensor::read_safetensors(path)
         .map(|v| v.into_iter().collect())
@@ -84,11 +87,14 @@ pub fn load(vs: &VarStore, path: impl AsRef<Path>, mode: LoadMode) -> Result<()>
     let file = read_tensors(path)?;
     let vars: BTreeMap<String, Tensor> = vs.variables().into_iter().collect();
     for (name, var) in &vars {
-        let t = file
-            .get(name)
-            .ok_or_else(|| RlNnError::MissingTensor { path: path_str(path), name: name.clone() })?;
+        let t = file.get(name).ok_or_else(|| RlNnError::MissingTensor { path: path_str(path), name: name.clone() })?;
         if t.size() != var.size() {
-            return Err(RlNnError::TensorShape { path: path_str(path), name: name.clone(), expected: var.size(), got: t.size() });
+            return Err(RlNnError::TensorShape {
+                path: path_str(path),
+                name: name.clone(),
+                expected: var.size(),
+                got: t.size(),
+            });
         }
     }
     if mode == LoadMode::Strict {
@@ -178,7 +184,9 @@ mod tests {
         save_tensors(&vars, &file).unwrap();
         let b = VarStore::new(Device::Cpu);
         let _mb = model(&b, 8);
-        assert!(matches!(load(&b, &file, LoadMode::Strict), Err(RlNnError::UnexpectedTensors { ref names, .. }) if names == &["optim.step"]));
+        assert!(
+            matches!(load(&b, &file, LoadMode::Strict), Err(RlNnError::UnexpectedTensors { ref names, .. }) if names == &["optim.step"])
+        );
         load(&b, &file, LoadMode::AllowExtra).unwrap();
 
         let bad = dir.path().join("bad.safetensors");
@@ -190,6 +198,9 @@ mod tests {
         let full = std::fs::read(&file).unwrap();
         std::fs::write(&bad, &full[..full.len() / 2]).unwrap();
         assert!(matches!(load(&b, &bad, LoadMode::Strict), Err(RlNnError::CorruptCheckpoint { .. })));
-        assert!(matches!(load(&b, dir.path().join("nope"), LoadMode::Strict), Err(RlNnError::CorruptCheckpoint { .. })));
+        assert!(matches!(
+            load(&b, dir.path().join("nope"), LoadMode::Strict),
+            Err(RlNnError::CorruptCheckpoint { .. })
+        ));
     }
 }

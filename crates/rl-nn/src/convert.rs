@@ -34,8 +34,11 @@ pub fn tensor_to_array(t: &Tensor) -> Result<ArrayD<f32>> {
     let n = t.numel();
     let mut data = vec![0f32; n];
     t.f_copy_data(&mut data, n)?;
-    ArrayD::from_shape_vec(IxDyn(&shape), data)
-        .map_err(|e| RlNnError::Shape { what: "tensor".into(), expected: e.to_string(), got: t.size() })
+    ArrayD::from_shape_vec(IxDyn(&shape), data).map_err(|e| RlNnError::Shape {
+        what: "tensor".into(),
+        expected: e.to_string(),
+        got: t.size(),
+    })
 }
 
 /// Copies a rank-1 tensor into an [`Array1`].
@@ -47,9 +50,11 @@ pub fn tensor_to_array1(t: &Tensor) -> Result<Array1<f32>> {
     if size.len() != 1 {
         return Err(RlNnError::Shape { what: "tensor".into(), expected: "[N]".into(), got: size });
     }
-    tensor_to_array(t)?
-        .into_dimensionality()
-        .map_err(|e| RlNnError::Shape { what: "tensor".into(), expected: e.to_string(), got: size })
+    tensor_to_array(t)?.into_dimensionality().map_err(|e| RlNnError::Shape {
+        what: "tensor".into(),
+        expected: e.to_string(),
+        got: size,
+    })
 }
 
 /// Copies a rank-2 tensor into an [`Array2`].
@@ -61,9 +66,11 @@ pub fn tensor_to_array2(t: &Tensor) -> Result<Array2<f32>> {
     if size.len() != 2 {
         return Err(RlNnError::Shape { what: "tensor".into(), expected: "[N, M]".into(), got: size });
     }
-    tensor_to_array(t)?
-        .into_dimensionality()
-        .map_err(|e| RlNnError::Shape { what: "tensor".into(), expected: e.to_string(), got: size })
+    tensor_to_array(t)?.into_dimensionality().map_err(|e| RlNnError::Shape {
+        what: "tensor".into(),
+        expected: e.to_string(),
+        got: size,
+    })
 }
 
 #[cfg(test)]

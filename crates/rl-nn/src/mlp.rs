@@ -71,7 +71,12 @@ pub struct MlpConfig {
 
 impl Default for MlpConfig {
     fn default() -> Self {
-        Self { hidden: vec![256, 256], activation: Activation::Relu, layer_norm: false, output_activation: Activation::Identity }
+        Self {
+            hidden: vec![256, 256],
+            activation: Activation::Relu,
+            layer_norm: false,
+            output_activation: Activation::Identity,
+        }
     }
 }
 
@@ -191,7 +196,11 @@ impl Mlp {
     pub fn f_forward(&self, x: &Tensor) -> Result<Tensor> {
         let size = x.size();
         if size.last() != Some(&self.input) {
-            return Err(RlNnError::Shape { what: "mlp input".into(), expected: format!("[..., {}]", self.input), got: size });
+            return Err(RlNnError::Shape {
+                what: "mlp input".into(),
+                expected: format!("[..., {}]", self.input),
+                got: size,
+            });
         }
         Ok(self.forward_unchecked(x))
     }
@@ -322,9 +331,23 @@ mod tests {
         names.sort();
         assert_eq!(
             names,
-            ["0.bias", "0.ln.bias", "0.ln.weight", "0.weight", "1.bias", "1.ln.bias", "1.ln.weight", "1.weight", "2.bias", "2.weight"]
+            [
+                "0.bias",
+                "0.ln.bias",
+                "0.ln.weight",
+                "0.weight",
+                "1.bias",
+                "1.ln.bias",
+                "1.ln.weight",
+                "1.weight",
+                "2.bias",
+                "2.weight"
+            ]
         );
-        assert!(matches!(mlp.f_forward(&Tensor::zeros([5, 4], (Kind::Float, Device::Cpu))), Err(RlNnError::Shape { .. })));
+        assert!(matches!(
+            mlp.f_forward(&Tensor::zeros([5, 4], (Kind::Float, Device::Cpu))),
+            Err(RlNnError::Shape { .. })
+        ));
         assert!(Mlp::new(&vs.root().sub("bad"), 0, 2, &cfg).is_err());
     }
 

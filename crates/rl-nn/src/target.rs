@@ -39,7 +39,11 @@ fn paired(target: &VarStore, source: &VarStore) -> Result<Vec<(Tensor, Tensor)>>
 /// [`RlNnError::TensorShape`] when the stores do not hold the same variables (nothing is updated).
 pub fn soft_update(target: &VarStore, source: &VarStore, tau: f64) -> Result<()> {
     if !(0.0..=1.0).contains(&tau) {
-        return Err(RlNnError::InvalidConfig { name: "tau".into(), value: tau.to_string(), reason: "must lie in [0, 1]".into() });
+        return Err(RlNnError::InvalidConfig {
+            name: "tau".into(),
+            value: tau.to_string(),
+            reason: "must lie in [0, 1]".into(),
+        });
     }
     let pairs = paired(target, source)?;
     tch::no_grad(|| -> Result<()> {

@@ -1,0 +1,45 @@
+# frugal-rl: the two commands of the README, plus lint and bench.
+#   make test   provision what is missing, then run every test of the workspace
+#   make demo   provision, then run the main example in release mode
+#   make lint   rustfmt --check, clippy -D warnings on all targets, rustdoc with warnings denied
+# Provisioning (scripts/provision.sh) installs torch==2.11.0 from PyPI into a venv under
+# $(FRUGAL_CACHE) (default ~/.cache/frugal-rl) once and links it as `.libtorch`; nothing else is
+# needed by hand. `make provision-mujoco` adds mujoco==3.17.0 + gymnasium for the `mujoco` feature.
+SHELL := bash
+FRUGAL_CACHE ?= $(HOME)/.cache/frugal-rl
+export FRUGAL_CACHE
+CARGO ?= cargo
+
+.PHONY: all provision provision-mujoco test test-examples demo lint bench clean-cache
+
+all: test
+
+provision:
+	@scripts/provision.sh
+
+provision-mujoco:
+	@scripts/provision.sh mujoco
+
+test: provision
+	$(CARGO) test --workspace
+	@# rl-core must stay libtorch-free
+	@if $(CARGO) tree -p rl-core -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rl-core depends on tch"; exit 1; fi
+	@$(MAKE) --no-print-directory test-examples
+
+# Every example at a tiny size, so CI keeps them working.
+test-examples: provision
+	$(CARGO) run --quiet --example mlp_fit -- --steps 60 --points 64
+
+demo: provision
+	$(CARGO) run --release --example mlp_fit
+
+lint: provision
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+
+bench: provision
+	$(CARGO) bench --workspace
+
+clean-cache:
+	rm -rf "$(FRUGAL_CACHE)" .libtorch .mujoco
