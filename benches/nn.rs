@@ -5,6 +5,12 @@ use rl_nn::{EnsembleMlp, Mlp, MlpConfig};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+fn zero_grad(vs: &VarStore) {
+    for mut t in vs.trainable_variables() {
+        t.zero_grad();
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let dev = Device::Cpu;
     let vs = VarStore::new(dev);
@@ -14,13 +20,13 @@ fn bench(c: &mut Criterion) {
     let xa = Tensor::randn([256, 23], (Kind::Float, dev));
     c.bench_function("cpu/mlp_256x256/batch256/fwd+bwd", |b| {
         b.iter(|| {
-            vs.zero_grad();
+            zero_grad(&vs);
             mlp.f_forward(&x).unwrap().sum(Kind::Float).backward();
         })
     });
     c.bench_function("cpu/ensemble10_256x3/batch256/fwd+bwd", |b| {
         b.iter(|| {
-            vs.zero_grad();
+            zero_grad(&vs);
             ens.f_forward(&xa).unwrap().sum(Kind::Float).backward();
         })
     });

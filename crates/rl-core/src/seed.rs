@@ -65,7 +65,7 @@ mod tests {
         let mut rng = rng_from_seed(11);
         let _: u64 = rng.random();
         let saved = serde_json::to_string(&rng).unwrap();
-        let mut resumed: SeededRng = serde_json::from_str(&saved).unwrap();
+        let resumed: SeededRng = serde_json::from_str(&saved).unwrap();
         let x: Vec<u64> = rng.random_iter().take(5).collect();
         let y: Vec<u64> = resumed.random_iter().take(5).collect();
         assert_eq!(x, y);

@@ -45,6 +45,7 @@
 //! from the PyPI `torch==2.11.0` wheel (`LIBTORCH_USE_PYTORCH=1` or `LIBTORCH=<site-packages>/torch`).
 #![deny(missing_docs)]
 #![deny(missing_debug_implementations)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod checkpoint;
 pub mod convert;
