@@ -21,25 +21,31 @@ provision-mujoco:
 	@scripts/provision.sh mujoco
 
 test: provision
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --features full
+	@# the tch-free crates must build and pass without libtorch features
+	$(CARGO) test -p rlvr-select -p rlvr-replay --no-default-features
 	@# rl-core must stay libtorch-free
 	@if $(CARGO) tree -p rl-core -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rl-core depends on tch"; exit 1; fi
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
 test-examples: provision
-	$(CARGO) run --quiet --example mlp_fit -- --steps 60 --points 64
+	$(CARGO) run --quiet --features full --example mlp_fit -- --steps 60 --points 64
+	$(CARGO) run --quiet --features full --example rlvr_losses
+	$(CARGO) run --quiet --features full --example popo_replay -- 6
+	$(CARGO) run --quiet --features full --example select_compare -- --seeds 1 --n-prompts 200 --steps 40
 
 demo: provision
 	$(CARGO) run --release --example mlp_fit
 
 lint: provision
 	$(CARGO) fmt --all -- --check
-	$(CARGO) clippy --workspace --all-targets -- -D warnings
-	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps
+	$(CARGO) clippy --workspace --all-targets --features full -- -D warnings
+	$(CARGO) clippy -p rlvr-select -p rlvr-replay --all-targets --no-default-features -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
 
 bench: provision
-	$(CARGO) bench --workspace
+	$(CARGO) bench --workspace --features full
 
 clean-cache:
 	rm -rf "$(FRUGAL_CACHE)" .libtorch .mujoco

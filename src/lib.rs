@@ -7,6 +7,10 @@
 //! |---|---|---|
 //! | (always) | [`core`] (`rl-core`) | env/policy traits, transition batches, metrics, seeding, statistics |
 //! | `nn` (default) | [`nn`] (`rl-nn`) | libtorch MLPs/ensembles, target updates, devices, checkpoints |
+//! | `rlvr-core` | [`rlvr_core`] | RLVR losses: advantage estimators, PPO/GSPO/CISPO/SAPO/GMPO/GPG, LPO, decoupled off-policy correction |
+//! | `rlvr-replay` (`rlvr-replay-tch` for its tensor side) | [`rlvr_replay`] | POPO prioritized group replay: no batch carries an ineffective group |
+//! | `rlvr-select` | [`rlvr_select`] | prompt selection: DPS, MoPPS, DAPO dynamic sampling, difficulty filtering, history resampling, uniform; prompt-pool simulator (tch-free) |
+//! | `full` | | all of the above |
 //!
 //! See the README for the crate map and `docs/` for the guide.
 #![deny(missing_docs)]
@@ -14,3 +18,9 @@
 pub use rl_core as core;
 #[cfg(feature = "nn")]
 pub use rl_nn as nn;
+#[cfg(feature = "rlvr-core")]
+pub use rlvr_core;
+#[cfg(feature = "rlvr-replay")]
+pub use rlvr_replay;
+#[cfg(feature = "rlvr-select")]
+pub use rlvr_select;

@@ -1,0 +1,202 @@
+//! Loss aggregation with global normalisation counts.
+//!
+//! A loss is computed on a micro-batch, but it must be normalised by the counts of the *whole*
+//! batch (all micro-batches on all data-parallel ranks), or the gradient depends on how the
+//! batch was split (verl #5625, verl #7200, prime-rl PR #583). Every mode therefore takes a
+//! [`GlobalCounts`] and the result satisfies:
+//!
+//! - with `dp_size = 1`, the sum of the micro-batch losses equals the full-batch loss, and so do
+//!   their gradients (gradient accumulation: call `backward` on each, do not divide);
+//! - with `dp_size = R` ranks, each micro-batch loss is multiplied by `R`, so that summing over
+//!   a rank's micro-batches and then *averaging* over ranks (what DDP's all-reduce does) gives
+//!   the full-batch loss (verl's `* dp_size`).
+//!
+//! | mode | micro-batch loss (ℓ per token, m the mask) |
+//! |---|---|
+//! | [`Aggregation::TokenMean`] | `dp · Σ_{i,t} m ℓ / N_tokens` (verl default, DAPO, TRL `dapo`) |
+//! | [`Aggregation::SeqMeanTokenSum`] | `dp · Σ_i Σ_t m ℓ / N_seq` (LPO Algorithm 1) |
+//! | [`Aggregation::SeqMeanTokenMean`] | `dp · Σ_i (Σ_t m ℓ / Σ_t m) / N_seq` (original GRPO) |
+//! | [`Aggregation::SeqMeanTokenSumNorm`] | `dp · Σ_i Σ_t m ℓ / (N_seq · L)` (Dr.GRPO, TRL `dr_grpo`) |
+//!
+//! `N_tokens` counts mask-weighted tokens and `N_seq` the sequences with at least one response
+//! token, both over the whole batch ([`GlobalCounts::from_masks`]). Fully masked rows add
+//! nothing and are not counted. Counts are taken from the response mask *before* any rejection
+//! masking of the decoupled correction, so rejected tokens do not inflate the others (AReaL).
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::error::{Result, RlvrCoreError};
+
+/// How per-token losses are reduced to a scalar (verl `loss_agg_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
+pub enum Aggregation {
+    /// Mean over all response tokens of the batch (verl default `token-mean`).
+    #[default]
+    TokenMean,
+    /// Token sum per sequence, mean over sequences.
+    SeqMeanTokenSum,
+    /// Token mean per sequence, mean over sequences.
+    SeqMeanTokenMean,
+    /// Token sum per sequence divided by a constant length, mean over sequences.
+    SeqMeanTokenSumNorm {
+        /// The constant `L` (verl `loss_scale_factor`, Dr.GRPO's maximum response length);
+        /// `None` uses the micro-batch's `T`, which is split-invariant only when every
+        /// micro-batch is padded to the same `T`.
+        scale: Option<f64>,
+    },
+}
+
+impl Aggregation {
+    /// verl's name of the mode.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::TokenMean => "token-mean",
+            Self::SeqMeanTokenSum => "seq-mean-token-sum",
+            Self::SeqMeanTokenMean => "seq-mean-token-mean",
+            Self::SeqMeanTokenSumNorm { .. } => "seq-mean-token-sum-norm",
+        }
+    }
+
+    /// Validates the mode.
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::InvalidParameter`] for a non-positive or non-finite `scale`.
+    pub fn check(&self) -> Result<()> {
+        if let Self::SeqMeanTokenSumNorm { scale: Some(s) } = self {
+            crate::error::check_positive("aggregation.scale", *s)?;
+        }
+        Ok(())
+    }
+
+    /// The per-token weights `w` such that the aggregated loss is `Σ_{i,t} w_{i,t} ℓ_{i,t}`
+    /// (computed without gradient, in `mask`'s float type).
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::Shape`] for a mask that is not 2-D; libtorch failures.
+    pub fn token_weights(&self, mask: &Tensor, counts: &GlobalCounts) -> Result<Tensor> {
+        let _g = tch::no_grad_guard();
+        let s = mask.size();
+        if s.len() != 2 {
+            return Err(RlvrCoreError::Shape { what: "mask".into(), expected: "[B, T]".into(), got: s });
+        }
+        let dp = counts.dp_size as f64;
+        let m = float_mask(mask)?;
+        Ok(match self {
+            Self::TokenMean => m.f_mul_scalar(dp / counts.tokens)?,
+            Self::SeqMeanTokenSum => m.f_mul_scalar(dp / counts.sequences)?,
+            Self::SeqMeanTokenSumNorm { scale } => {
+                let l = scale.unwrap_or(s[1] as f64);
+                m.f_mul_scalar(dp / (counts.sequences * l))?
+            }
+            Self::SeqMeanTokenMean => {
+                let len = m.f_sum_dim_intlist(1, true, m.kind())?.f_clamp_min(1e-12)?;
+                m.f_div(&len)?.f_mul_scalar(dp / counts.sequences)?
+            }
+        })
+    }
+
+    /// Aggregates a per-token loss `[B, T]` (differentiable) with these weights.
+    ///
+    /// # Errors
+    /// Shape mismatches and libtorch failures.
+    pub fn aggregate(&self, loss_mat: &Tensor, mask: &Tensor, counts: &GlobalCounts) -> Result<Tensor> {
+        if loss_mat.size() != mask.size() {
+            return Err(RlvrCoreError::Shape {
+                what: "loss_mat".into(),
+                expected: format!("{:?} like mask", mask.size()),
+                got: loss_mat.size(),
+            });
+        }
+        let w = self.token_weights(mask, counts)?.f_to_kind(loss_mat.kind())?;
+        Ok(loss_mat.f_flatten(0, -1)?.f_dot(&w.f_flatten(0, -1)?)?)
+    }
+}
+
+/// The mask as a float tensor (bool and integer masks become 0/1 `f32`; float masks keep
+/// their type).
+pub(crate) fn float_mask(mask: &Tensor) -> Result<Tensor> {
+    Ok(if mask.is_floating_point() { mask.shallow_clone() } else { mask.f_to_kind(Kind::Float)? })
+}
+
+/// Whole-batch normalisation counts, required by every aggregation mode.
+///
+/// Build them once per optimiser step from the masks of *all* micro-batches (all-reduce the two
+/// counts across ranks yourself in a distributed trainer) and pass the same value with every
+/// micro-batch.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GlobalCounts {
+    /// Response tokens in the whole batch (mask sum over all micro-batches and ranks).
+    pub tokens: f64,
+    /// Sequences with at least one response token in the whole batch.
+    pub sequences: f64,
+    /// Number of data-parallel ranks (1 without data parallelism).
+    pub dp_size: usize,
+}
+
+impl GlobalCounts {
+    /// Validated counts.
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::Counts`] unless `tokens > 0`, `sequences > 0` (finite) and
+    /// `dp_size ≥ 1`.
+    pub fn new(tokens: f64, sequences: f64, dp_size: usize) -> Result<Self> {
+        let c = Self { tokens, sequences, dp_size };
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Checks the counts.
+    ///
+    /// # Errors
+    /// As [`GlobalCounts::new`].
+    pub fn check(&self) -> Result<()> {
+        if !(self.tokens.is_finite() && self.tokens > 0.0) {
+            return Err(RlvrCoreError::Counts(format!(
+                "tokens = {} must be finite and > 0 (all rows masked?)",
+                self.tokens
+            )));
+        }
+        if !(self.sequences.is_finite() && self.sequences > 0.0) {
+            return Err(RlvrCoreError::Counts(format!("sequences = {} must be finite and > 0", self.sequences)));
+        }
+        if self.dp_size == 0 {
+            return Err(RlvrCoreError::Counts("dp_size must be >= 1".into()));
+        }
+        Ok(())
+    }
+
+    /// Counts over the masks of all micro-batches of one rank, times nothing: pass the masks
+    /// of every rank (or all-reduce the result) for data-parallel training.
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::Empty`] for no masks; [`RlvrCoreError::Shape`] for a mask that is not
+    /// 2-D; [`RlvrCoreError::Counts`] when every row is masked.
+    pub fn from_masks(masks: &[&Tensor], dp_size: usize) -> Result<Self> {
+        if masks.is_empty() {
+            return Err(RlvrCoreError::Empty { what: "masks".into() });
+        }
+        let _g = tch::no_grad_guard();
+        let (mut tokens, mut sequences) = (0.0, 0.0);
+        for m in masks {
+            let s = m.size();
+            if s.len() != 2 {
+                return Err(RlvrCoreError::Shape { what: "mask".into(), expected: "[B, T]".into(), got: s });
+            }
+            let f = float_mask(m)?.f_to_kind(Kind::Double)?;
+            let rows = f.f_sum_dim_intlist(1, false, Kind::Double)?;
+            tokens += f64::try_from(rows.f_sum(Kind::Double)?)?;
+            sequences += f64::try_from(rows.f_gt(0.0)?.f_sum(Kind::Double)?)?;
+        }
+        Self::new(tokens, sequences, dp_size)
+    }
+
+    /// Counts of a single batch that is not split (`dp_size = 1`).
+    ///
+    /// # Errors
+    /// As [`GlobalCounts::from_masks`].
+    pub fn local(mask: &Tensor) -> Result<Self> {
+        Self::from_masks(&[mask], 1)
+    }
+}

@@ -1,0 +1,191 @@
+//! KL-to-reference estimators, per-token entropy and token log-probs from logits.
+//!
+//! With `log r = logp − ref_logp` (Schulman's estimators, as in verl `kl_penalty_forward`):
+//!
+//! | estimator | value | d/d logp | verl name |
+//! |---|---|---|---|
+//! | [`KlEstimator::K1`] | `log r` | `1` | `kl`, `k1` |
+//! | [`KlEstimator::Abs`] | `|log r|` | `sign(log r)` | `abs` |
+//! | [`KlEstimator::K2`] | `½ (log r)²` | `log r` | `mse`, `k2` |
+//! | [`KlEstimator::K3`] | `clamp(e^x − x − 1, −10, 10)`, `x = clamp(ref − logp, ±20)` | `1 − e^x` inside the clamps, else 0 | `low_var_kl`, `k3` |
+//!
+//! The straight-through variants (verl suffix `+`, e.g. `k3+`) keep the estimator's value in
+//! the forward pass and use the gradient of `k2`, `log r`, which is the unbiased gradient of
+//! the sequence KL.
+
+use serde::{Deserialize, Serialize};
+use tch::{Kind, Tensor};
+
+use crate::error::{check_range, invalid, Result, RlvrCoreError};
+
+/// A per-token KL estimator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KlEstimator {
+    /// `log r`.
+    K1,
+    /// `|log r|`.
+    Abs,
+    /// `½ (log r)²`.
+    K2,
+    /// `e^{ref−logp} − (ref−logp) − 1`, verl's `low_var_kl` with its clamps. Default (verl
+    /// `kl_loss_type: low_var_kl`; TRL's only estimator).
+    #[default]
+    K3,
+}
+
+/// KL-in-loss configuration: `loss += coef · agg(kl)`.
+///
+/// | field | default | reference |
+/// |---|---|---|
+/// | `estimator` | `K3` | verl `kl_loss_type: low_var_kl` |
+/// | `straight_through` | `false` | verl suffix `+` |
+/// | `coef` | `0.001` | verl `kl_loss_coef` |
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct KlParams {
+    /// The estimator.
+    pub estimator: KlEstimator,
+    /// Forward value of `estimator`, gradient of `k2`.
+    pub straight_through: bool,
+    /// Coefficient β.
+    pub coef: f64,
+}
+
+impl Default for KlParams {
+    fn default() -> Self {
+        Self { estimator: KlEstimator::K3, straight_through: false, coef: 1e-3 }
+    }
+}
+
+impl KlParams {
+    /// Parses verl's `kl_loss_type` names: `kl`/`k1`, `abs`, `mse`/`k2`, `low_var_kl`/`k3`,
+    /// each optionally with the straight-through suffix `+`.
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::InvalidParameter`] for an unknown name.
+    pub fn from_verl_name(name: &str, coef: f64) -> Result<Self> {
+        let (base, st) = match name.strip_suffix('+') {
+            Some(b) => (b, true),
+            None => (name, false),
+        };
+        let estimator = match base {
+            "kl" | "k1" => KlEstimator::K1,
+            "abs" => KlEstimator::Abs,
+            "mse" | "k2" => KlEstimator::K2,
+            "low_var_kl" | "k3" => KlEstimator::K3,
+            _ => {
+                return Err(invalid(
+                    "kl.estimator",
+                    name,
+                    "expected kl|k1|abs|mse|k2|low_var_kl|k3, optionally with `+`",
+                ))
+            }
+        };
+        Ok(Self { estimator, straight_through: st, coef })
+    }
+
+    /// Validates the coefficient (finite, `≥ 0`).
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::InvalidParameter`].
+    pub fn check(&self) -> Result<()> {
+        check_range("kl.coef", self.coef, Some(0.0), None, "must be finite and >= 0")
+    }
+}
+
+/// Per-token KL value and its derivative with respect to `logp` (no gradient recorded).
+pub(crate) fn kl_value_grad(logp: &Tensor, ref_logp: &Tensor, p: &KlParams) -> Result<(Tensor, Tensor)> {
+    let _g = tch::no_grad_guard();
+    let lr = logp.f_sub(ref_logp)?; // log r = logp − ref
+    let (value, grad) = match p.estimator {
+        KlEstimator::K1 => (lr.shallow_clone(), lr.f_ones_like()?),
+        KlEstimator::Abs => (lr.f_abs()?, lr.f_sign()?),
+        KlEstimator::K2 => (lr.f_square()?.f_mul_scalar(0.5)?, lr.shallow_clone()),
+        KlEstimator::K3 => {
+            // x = clamp(ref − logp, ±20); k3 = clamp(e^x − x − 1, −10, 10)
+            let x_raw = lr.f_neg()?;
+            let x = x_raw.f_clamp(-20.0, 20.0)?;
+            let ex = x.f_exp()?;
+            let raw = ex.f_sub(&x)?.f_sub_scalar(1.0)?;
+            let value = raw.f_clamp(-10.0, 10.0)?;
+            // d/dlogp (e^x − x − 1) = 1 − e^x, zero where either clamp is active
+            let active = x_raw.f_abs()?.f_lt(20.0)?.f_logical_and(&raw.f_lt(10.0)?)?;
+            let grad = ex.f_neg()?.f_add_scalar(1.0)?.f_mul(&active)?;
+            (value, grad)
+        }
+    };
+    if p.straight_through {
+        Ok((value, lr))
+    } else {
+        Ok((value, grad))
+    }
+}
+
+/// Per-token KL penalty `[B, T]` as a differentiable tensor: its value is the estimator's, its
+/// gradient with respect to `logp` is the estimator's derivative (or `k2`'s for the
+/// straight-through variants), built as `v + g · (logp − sg(logp))`.
+///
+/// # Errors
+/// [`RlvrCoreError::Shape`] when the shapes differ; libtorch failures.
+pub fn kl_penalty(logp: &Tensor, ref_logp: &Tensor, params: &KlParams) -> Result<Tensor> {
+    if logp.size() != ref_logp.size() {
+        return Err(RlvrCoreError::Shape {
+            what: "ref_logp".into(),
+            expected: format!("{:?} like logp", logp.size()),
+            got: ref_logp.size(),
+        });
+    }
+    let (v, g) = kl_value_grad(logp, ref_logp, params)?;
+    let delta = logp.f_sub(&logp.f_detach()?)?;
+    Ok(v.f_add(&g.f_mul(&delta)?)?)
+}
+
+/// Per-token entropy `H = logsumexp(z) − Σ_v softmax(z)_v z_v` of logits `[.., V]` over the
+/// last dimension, computed in fp32 (or f64 for f64 logits); differentiable.
+///
+/// # Errors
+/// [`RlvrCoreError::Shape`] for 0-D logits or an empty vocabulary; libtorch failures.
+pub fn entropy_from_logits(logits: &Tensor) -> Result<Tensor> {
+    let s = logits.size();
+    if s.is_empty() || s[s.len() - 1] == 0 {
+        return Err(RlvrCoreError::Shape { what: "logits".into(), expected: "[.., V] with V > 0".into(), got: s });
+    }
+    let z = to_compute_kind(logits)?;
+    let lse = z.f_logsumexp([-1i64].as_slice(), false)?;
+    let p = z.f_softmax(-1, z.kind())?;
+    let pz = p.f_mul(&z)?.f_sum_dim_intlist([-1i64].as_slice(), false, z.kind())?;
+    Ok(lse.f_sub(&pz)?)
+}
+
+/// Log-probabilities `[B, T]` of `tokens` (`[B, T]`, int64) under `logits` (`[B, T, V]`),
+/// via an fp32 log-softmax; differentiable.
+///
+/// # Errors
+/// [`RlvrCoreError::Shape`] for mismatched shapes; [`RlvrCoreError::Kind`] for non-integer
+/// tokens; libtorch failures (e.g. a token id outside the vocabulary).
+pub fn token_log_probs(logits: &Tensor, tokens: &Tensor) -> Result<Tensor> {
+    let s = logits.size();
+    if s.len() != 3 || tokens.size() != s[..2] {
+        return Err(RlvrCoreError::Shape {
+            what: "logits/tokens".into(),
+            expected: "logits [B, T, V] and tokens [B, T]".into(),
+            got: [s, tokens.size()].concat(),
+        });
+    }
+    if tokens.kind() != Kind::Int64 {
+        return Err(RlvrCoreError::Kind {
+            what: "tokens".into(),
+            expected: "Int64".into(),
+            got: format!("{:?}", tokens.kind()),
+        });
+    }
+    let z = to_compute_kind(logits)?;
+    let lp = z.f_log_softmax(-1, z.kind())?;
+    Ok(lp.f_gather(-1, &tokens.f_unsqueeze(-1)?, false)?.f_squeeze_dim(-1)?)
+}
+
+/// f64 stays f64; every other float type is computed in f32.
+pub(crate) fn to_compute_kind(x: &Tensor) -> Result<Tensor> {
+    Ok(if matches!(x.kind(), Kind::Double | Kind::Float) { x.shallow_clone() } else { x.f_to_kind(Kind::Float)? })
+}

@@ -1,0 +1,221 @@
+//! LPO — Listwise Policy Optimization (Qu et al., arXiv 2605.06139): group-based RLVR as
+//! target-projection on the response simplex.
+//!
+//! For each group of `K` responses, with `base` the behaviour policy (or the proximal policy
+//! when no behaviour log-probs are given, i.e. on-policy data):
+//!
+//! ```text
+//! s_θ,k = Σ_t m_kt (logp_kt − base_kt)              sequence log-ratio (f64 sum)
+//! s_t,k = Σ_t m_kt (prox_kt − base_kt)              pre-update log-ratio (0 on-policy)
+//! P_θ   = softmax_k(s_θ)                            listwise policy (log-sum-exp, f64)
+//! φ_k   = A_k / τ + s_t,k                           target logits from any advantage A
+//! w*    = softmax_k(φ)                              listwise Gibbs target (Theorem 1)
+//! forward KL  (LPO_fwd, Eq. 10): c_k = P_θ,k − w*_k
+//! reverse KL  (LPO_rev, Eq. 11): d = s_θ − φ, d̄ = Σ_j P_θ,j d_j, c_k = P_θ,k (d_k − d̄)
+//! pointwise ablation (§5.4.1):   c_k = −w*_k
+//! ```
+//!
+//! The loss is the stop-gradient surrogate `Σ_k sg(c_k) log π_θ(y_k)` with the token clip of
+//! §4.3: per token `ℓ_kt = K · sg(c_k) · clip(logp_kt − base_kt, log(1−ε), log(1+ε))`, then any
+//! [`crate::Aggregation`]. The factor `K` (option `scale_by_group_size`, default on) makes the
+//! per-sequence coefficient comparable to an advantage: on-policy `K·c_rev = −A` for
+//! zero-mean A, so LPO_rev equals the PG loss there (Proposition 1), and with
+//! `seq-mean-token-sum` aggregation the loss is the paper's `(1/B) Σ_x Σ_k c_k log π(y_k|x)`
+//! (Algorithm 1).
+//!
+//! Open choices of the paper, configurable here: whether `s_θ` uses the clipped or the raw
+//! token log-ratios (`listwise_uses_clipped`, default raw), the temperature multiplier `τ`
+//! (default 1: the temperature is inherited from the advantage estimator — GRPO `σ_G`,
+//! Dr.GRPO 1, MaxRL `μ_G`), the token clip `ε` (default 0.2, `None` disables it) and the
+//! normalisation (any aggregation mode). Micro-batches must contain whole groups (the softmax
+//! couples a group's members). Groups of one response have no listwise signal and are an
+//! error. Off-policy data: pass behaviour log-probs; the listwise normalisation acts as
+//! self-normalised importance sampling (App. C.2), so the decoupled correction is usually left
+//! off for LPO (it composes, multiplying the surrogate, if configured).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{check_positive, invalid, Result, RlvrCoreError};
+use crate::groups::Groups;
+
+/// Which divergence is projected onto.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Projection {
+    /// `D_KL(w* ‖ P_θ)`: `c = P_θ − w*` (bounded, mode-covering). Default: the paper's best on
+    /// Pass@k.
+    #[default]
+    Forward,
+    /// `D_KL(P_θ ‖ w*)`: `c = P_θ (d − d̄)` (PG at the on-policy point).
+    Reverse,
+    /// The pointwise MPO/AWR-style ablation `c = −w*` (no self-correction).
+    Pointwise,
+}
+
+/// LPO configuration.
+///
+/// | field | default | reference |
+/// |---|---|---|
+/// | `projection` | `Forward` | LPO_fwd, Eq. 10 |
+/// | `temperature` | `1.0` | τ multiplier on the advantage (τ inherited from the estimator, Table 1) |
+/// | `clip_eps` | `Some(0.2)` | token log-ratio clip `[log 0.8, log 1.2]`, §4.3 |
+/// | `listwise_uses_clipped` | `false` | open choice: clipped δ inside `s_θ` |
+/// | `scale_by_group_size` | `true` | per-token coefficient `K·c` (see module docs) |
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LpoParams {
+    /// Divergence.
+    pub projection: Projection,
+    /// Temperature multiplier: `φ = A/τ + s_t`.
+    pub temperature: f64,
+    /// Token log-ratio clip ε (`None`: no clip).
+    pub clip_eps: Option<f64>,
+    /// Use the clipped token log-ratios inside `s_θ`.
+    pub listwise_uses_clipped: bool,
+    /// Multiply the coefficient by the group size `K`.
+    pub scale_by_group_size: bool,
+}
+
+impl Default for LpoParams {
+    fn default() -> Self {
+        Self {
+            projection: Projection::Forward,
+            temperature: 1.0,
+            clip_eps: Some(0.2),
+            listwise_uses_clipped: false,
+            scale_by_group_size: true,
+        }
+    }
+}
+
+impl LpoParams {
+    /// Defaults with `projection`.
+    pub fn new(projection: Projection) -> Self {
+        Self { projection, ..Self::default() }
+    }
+    /// Sets the temperature multiplier.
+    #[must_use]
+    pub fn temperature(mut self, t: f64) -> Self {
+        self.temperature = t;
+        self
+    }
+    /// Sets the token clip ε.
+    #[must_use]
+    pub fn clip_eps(mut self, eps: Option<f64>) -> Self {
+        self.clip_eps = eps;
+        self
+    }
+
+    /// Validates: `temperature > 0`, `0 < clip_eps < 1`.
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::InvalidParameter`].
+    pub fn check(&self) -> Result<()> {
+        check_positive("lpo.temperature", self.temperature)?;
+        if let Some(e) = self.clip_eps {
+            if !(e.is_finite() && e > 0.0 && e < 1.0) {
+                return Err(invalid("lpo.clip_eps", e, "must be in (0, 1)"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Listwise quantities of one call, per sequence.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LpoCoefficients {
+    /// Projection coefficients `c_k` (without the `K` factor).
+    pub coef: Vec<f64>,
+    /// Target `w*_k`.
+    pub target: Vec<f64>,
+    /// Listwise policy `P_θ,k`.
+    pub p_theta: Vec<f64>,
+}
+
+impl LpoCoefficients {
+    /// Mean over groups of `Σ_k |c_k|`, max `|c_k|`, mean target entropy `H(w*)`, mean listwise
+    /// entropy `H(P_θ)`, and the fraction of groups whose coefficients are all zero.
+    pub fn summary(&self, groups: &Groups) -> (f64, f64, f64, f64, f64) {
+        let g = groups.num_groups() as f64;
+        let (mut l1, mut maxabs, mut ht, mut hp, mut zero) = (0.0, 0.0f64, 0.0, 0.0, 0.0);
+        let ent = |p: f64| if p > 0.0 { -p * p.ln() } else { 0.0 };
+        for m in groups.iter() {
+            let s: f64 = m.iter().map(|&i| self.coef[i].abs()).sum();
+            l1 += s;
+            if s == 0.0 {
+                zero += 1.0;
+            }
+            for &i in m {
+                maxabs = maxabs.max(self.coef[i].abs());
+                ht += ent(self.target[i]);
+                hp += ent(self.p_theta[i]);
+            }
+        }
+        (l1 / g, maxabs, ht / g, hp / g, zero / g)
+    }
+}
+
+/// Log-softmax of `x` within each group, in f64 with log-sum-exp.
+fn group_log_softmax(x: &[f64], groups: &Groups) -> Vec<f64> {
+    let mut out = vec![0.0; x.len()];
+    for m in groups.iter() {
+        let mx = m.iter().map(|&i| x[i]).fold(f64::NEG_INFINITY, f64::max);
+        let lse = mx + m.iter().map(|&i| (x[i] - mx).exp()).sum::<f64>().ln();
+        for &i in m {
+            out[i] = x[i] - lse;
+        }
+    }
+    out
+}
+
+/// The LPO projection coefficients from per-sequence log-ratio sums and advantages.
+///
+/// `s_theta[k] = Σ_t m (logp − base)`, `s_t[k] = Σ_t m (prox − base)` (all zeros on-policy),
+/// `advantages[k]` from any estimator.
+///
+/// # Errors
+/// [`RlvrCoreError::Groups`] when the lengths differ from the groups;
+/// [`RlvrCoreError::NonFinite`] for NaN/inf inputs; [`RlvrCoreError::GroupTooSmall`] for a
+/// group of one; bad parameters.
+pub fn lpo_coefficients(
+    s_theta: &[f64],
+    s_t: &[f64],
+    advantages: &[f64],
+    groups: &Groups,
+    params: &LpoParams,
+) -> Result<LpoCoefficients> {
+    params.check()?;
+    groups.check_len(s_theta.len(), "s_theta")?;
+    groups.check_len(s_t.len(), "s_t")?;
+    groups.check_len(advantages.len(), "advantages")?;
+    rl_core::check_finite_f64("s_theta", s_theta)?;
+    rl_core::check_finite_f64("s_t", s_t)?;
+    rl_core::check_finite_f64("advantages", advantages)?;
+    for (g, m) in groups.iter().enumerate() {
+        if m.len() < 2 {
+            return Err(RlvrCoreError::GroupTooSmall { group: g, size: m.len(), method: "lpo".into(), min: 2 });
+        }
+    }
+    let phi: Vec<f64> = advantages.iter().zip(s_t).map(|(a, s)| a / params.temperature + s).collect();
+    let log_w = group_log_softmax(&phi, groups);
+    let log_p = group_log_softmax(s_theta, groups);
+    let target: Vec<f64> = log_w.iter().map(|v| v.exp()).collect();
+    let p_theta: Vec<f64> = log_p.iter().map(|v| v.exp()).collect();
+    let coef = match params.projection {
+        Projection::Forward => p_theta.iter().zip(&target).map(|(p, w)| p - w).collect(),
+        Projection::Pointwise => target.iter().map(|w| -w).collect(),
+        Projection::Reverse => {
+            // d_k = s_θ,k − φ_k; shift-invariant within a group, so use log P − log w* (bounded)
+            let d: Vec<f64> = log_p.iter().zip(&log_w).map(|(p, w)| p - w).collect();
+            let mut c = vec![0.0; d.len()];
+            for m in groups.iter() {
+                let dbar: f64 = m.iter().map(|&i| p_theta[i] * d[i]).sum();
+                for &i in m {
+                    c[i] = p_theta[i] * (d[i] - dbar);
+                }
+            }
+            c
+        }
+    };
+    Ok(LpoCoefficients { coef, target, p_theta })
+}

@@ -1,0 +1,172 @@
+//! End to end with `rlvr-core` (feature `tch`): replay -> tensors -> decoupled loss -> update.
+#![cfg(feature = "tch")]
+
+use anyhow::{ensure, Result};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rlvr_core::{behaviour_weights, token_log_probs, DecoupledParams, IsLevel, LossParams, PolicyLoss};
+use rlvr_replay::tensor::TensorBatch;
+use rlvr_replay::{FilledBatch, Group, GroupBuilder, GroupReplayBuffer, Origin, ReplayParams};
+use tch::nn::{self, OptimizerConfig};
+use tch::{Device, Kind, Tensor};
+
+const PROMPTS: i64 = 16;
+const LEN: i64 = 3;
+const VOCAB: i64 = 4;
+const K: usize = 4;
+
+/// A tabular policy: independent logits per (prompt, position).
+struct Toy {
+    vs: nn::VarStore,
+    table: Tensor,
+}
+
+impl Toy {
+    fn new() -> Self {
+        tch::manual_seed(0);
+        let vs = nn::VarStore::new(Device::Cpu);
+        let table = vs.root().randn("table", &[PROMPTS, LEN, VOCAB], 0.0, 0.1);
+        Self { vs, table }
+    }
+
+    /// `[B, T]` log-probs of the batch's tokens under the current policy.
+    fn logp(&self, tb: &TensorBatch) -> Result<Tensor> {
+        let rows: Vec<i64> = tb.prompt_ids.iter().map(|&p| p as i64).collect();
+        let logits = self.table.index_select(0, &Tensor::from_slice(&rows));
+        let t = tb.tokens.size()[1];
+        Ok(token_log_probs(&logits.narrow(1, 0, t), &tb.tokens)?)
+    }
+
+    /// K sampled responses of `prompt` with their behaviour log-probs; rewards from `reward`.
+    fn group(&self, prompt: u64, version: u64, rng: &mut ChaCha8Rng, reward: impl Fn(usize) -> f32) -> Result<Group> {
+        let lp = tch::no_grad(|| self.table.get(prompt as i64).log_softmax(-1, Kind::Float));
+        let lp = Vec::<f32>::try_from(lp.flatten(0, -1))?;
+        let mut b = GroupBuilder::new(prompt, version);
+        for k in 0..K {
+            let (mut toks, mut lps) = (Vec::new(), Vec::new());
+            for t in 0..LEN as usize {
+                let row = &lp[t * VOCAB as usize..(t + 1) * VOCAB as usize];
+                let u: f32 = rng.random();
+                let mut acc = 0.0;
+                let tok = row.iter().position(|&l| {
+                    acc += l.exp();
+                    u < acc
+                });
+                let tok = tok.unwrap_or(VOCAB as usize - 1);
+                toks.push(tok as u32);
+                lps.push(row[tok]);
+            }
+            b.push_response(&toks, &lps, None, reward(k))?;
+        }
+        Ok(b.finish()?)
+    }
+
+    /// One decoupled-loss update on `batch`; returns the batch tensors, the weights of the
+    /// correction, and the loss value.
+    fn train(&mut self, batch: &FilledBatch) -> Result<(TensorBatch, Tensor, f64)> {
+        let tb = TensorBatch::new(batch, 0, Device::Cpu)?;
+        let logp = self.logp(&tb)?;
+        let old = logp.detach();
+        let behave = tb.behaviour_logp_for(&old)?;
+        let weights = behaviour_weights(&old, &behave, &tb.mask, &DecoupledParams::default().level(IsLevel::Token))?;
+        let loss = LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?;
+        let out = loss.loss(&tb.loss_inputs(&logp, &old, &behave), &tb.counts()?)?;
+        let mut opt = nn::Sgd::default().build(&self.vs, 1.0)?;
+        opt.zero_grad();
+        out.loss.backward();
+        opt.step();
+        Ok((tb, weights.weights, out.metrics.loss))
+    }
+}
+
+fn mixed(k: usize) -> f32 {
+    (k % 2) as f32
+}
+
+#[test]
+fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()> {
+    let mut toy = Toy::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(1);
+    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K).max_age(2))?;
+    // Step 0: four effective groups, stored; one update moves the policy away from version 0.
+    let groups = (0..4).map(|p| toy.group(p, 0, &mut rng, mixed)).collect::<Result<Vec<_>>>()?;
+    let b0 = buf.fill(groups, 0)?;
+    ensure!(b0.len() == 4 && b0.iter().all(|g| g.origin() == Origin::Fresh));
+    let (_, w0, _) = toy.train(&b0)?;
+    ensure!(w0.eq(1.0).all().int64_value(&[]) == 1, "on-policy weights must be exactly 1");
+
+    // Step 1: two ineffective groups (all fail, all succeed) replaced by replayed ones.
+    let groups = vec![
+        toy.group(4, 1, &mut rng, |_| 0.0)?,
+        toy.group(5, 1, &mut rng, mixed)?,
+        toy.group(6, 1, &mut rng, |_| 1.0)?,
+        toy.group(7, 1, &mut rng, mixed)?,
+    ];
+    let b1 = buf.fill(groups, 1)?;
+    ensure!(b1.len() == 4 && b1.report.replayed == 2 && b1.fill_ratio() == 1.0);
+    let (tb, w, loss) = toy.train(&b1)?;
+    ensure!(loss.is_finite());
+    let mask = Vec::<bool>::try_from(tb.mask.flatten(0, -1))?;
+    let w = Vec::<f32>::try_from(w.flatten(0, -1))?;
+    let t = tb.tokens.size()[1] as usize;
+    for (g, origin) in tb.origins.iter().enumerate() {
+        for row in g * K..(g + 1) * K {
+            let ws: Vec<f32> = (0..t).filter(|&j| mask[row * t + j]).map(|j| w[row * t + j]).collect();
+            match origin {
+                Origin::Fresh => ensure!(ws.iter().all(|&x| x == 1.0), "fresh row {row}: {ws:?}"),
+                Origin::Replayed { age, .. } => {
+                    ensure!(*age == 1);
+                    ensure!(ws.iter().all(|&x| x != 1.0), "replayed row {row}: {ws:?}");
+                }
+                Origin::Unfilled { .. } => unreachable!("no unfilled slot"),
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn all_ineffective_step_still_trains_on_a_full_batch() -> Result<()> {
+    let mut toy = Toy::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(2);
+    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K))?;
+    let groups = (0..6).map(|p| toy.group(p, 0, &mut rng, mixed)).collect::<Result<Vec<_>>>()?;
+    let _trained = toy.train(&buf.fill(groups, 0)?)?;
+
+    // Every group of step 1 is ineffective.
+    let groups = (8..12).map(|p| toy.group(p, 1, &mut rng, |_| 0.0)).collect::<Result<Vec<_>>>()?;
+    let batch = buf.fill(groups, 1)?;
+    ensure!(batch.len() == 4 && batch.fill_ratio() == 1.0);
+    ensure!(batch.iter().all(|g| g.is_replayed()));
+    // Newest first: step 0's groups 5, 4, 3, 2 (stored in slot order).
+    let prompts: Vec<u64> = batch.iter().map(|g| g.group().prompt_id()).collect();
+    ensure!(prompts == vec![5, 4, 3, 2], "{prompts:?}");
+    let before = toy.table.detach().copy();
+    let (tb, _, loss) = toy.train(&batch)?;
+    ensure!(tb.rows() == (4 * K) as i64 && loss.is_finite());
+    let moved = f64::try_from((&toy.table - &before).abs().sum(Kind::Double))?;
+    ensure!(moved > 0.0, "the update on the replayed batch changed nothing");
+    Ok(())
+}
+
+#[test]
+fn tensor_layout_matches_the_groups() -> Result<()> {
+    let toy = Toy::new();
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K))?;
+    let mut b = GroupBuilder::new(9, 0);
+    for (k, len) in [1usize, 3, 2, 3].into_iter().enumerate() {
+        b.push_response(&vec![1; len], &vec![-0.25; len], None, mixed(k))?;
+    }
+    let groups = vec![b.finish()?, toy.group(1, 0, &mut rng, mixed)?];
+    let tb = TensorBatch::new(&buf.fill(groups, 0)?, 0, Device::Cpu)?;
+    ensure!(tb.tokens.size() == vec![8, 3]);
+    let row_tokens = Vec::<i64>::try_from(tb.mask.sum_dim_intlist(1, false, Kind::Int64))?;
+    ensure!(row_tokens[..4] == [1, 3, 2, 3], "{row_tokens:?}");
+    let adv = Vec::<f32>::try_from(&tb.advantages)?;
+    ensure!(adv.len() == 8 && adv[0] < 0.0 && adv[1] > 0.0);
+    ensure!(TensorBatch::new(&buf.fill(Vec::new(), 1)?, 0, Device::Cpu).is_err());
+    let wrong = Tensor::zeros([2, 2], (Kind::Float, Device::Cpu));
+    ensure!(tb.behaviour_logp_for(&wrong).is_err());
+    Ok(())
+}
