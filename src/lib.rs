@@ -10,12 +10,16 @@
 //! | `rlvr-core` | [`rlvr_core`] | RLVR losses: advantage estimators, PPO/GSPO/CISPO/SAPO/GMPO/GPG, LPO, decoupled off-policy correction |
 //! | `rlvr-replay` (`rlvr-replay-tch` for its tensor side) | [`rlvr_replay`] | POPO prioritized group replay: no batch carries an ineffective group |
 //! | `rlvr-select` | [`rlvr_select`] | prompt selection: DPS, MoPPS, DAPO dynamic sampling, difficulty filtering, history resampling, uniform; prompt-pool simulator (tch-free) |
+//! | `rl-lm` | [`rl_lm`] | small decoder-only transformer policy: KV-cached sampling with behaviour log-probs, training log-probs, safetensors checkpoints |
+//! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
 //! | `full` | | all of the above |
 //!
 //! See the README for the crate map and `docs/` for the guide.
 #![deny(missing_docs)]
 
 pub use rl_core as core;
+#[cfg(feature = "rl-lm")]
+pub use rl_lm;
 #[cfg(feature = "nn")]
 pub use rl_nn as nn;
 #[cfg(feature = "rlvr-core")]
@@ -24,3 +28,5 @@ pub use rlvr_core;
 pub use rlvr_replay;
 #[cfg(feature = "rlvr-select")]
 pub use rlvr_select;
+#[cfg(feature = "rlvr-tasks")]
+pub use rlvr_tasks;
