@@ -34,6 +34,8 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example rlvr_losses
 	$(CARGO) run --quiet --features full --example popo_replay -- 6
 	$(CARGO) run --quiet --features full --example select_compare -- --seeds 1 --n-prompts 200 --steps 40
+	$(CARGO) run --quiet --features full --example sinusoid_tasks -- --iters 20 --seeds 1 --test-tasks 50
+	$(CARGO) run --quiet --features full --example select_neural -- --n-prompts 200 --steps 20
 
 demo: provision
 	$(CARGO) run --release --example mlp_fit

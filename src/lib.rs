@@ -9,7 +9,7 @@
 //! | `nn` (default) | [`nn`] (`rl-nn`) | libtorch MLPs/ensembles, target updates, devices, checkpoints |
 //! | `rlvr-core` | [`rlvr_core`] | RLVR losses: advantage estimators, PPO/GSPO/CISPO/SAPO/GMPO/GPG, LPO, decoupled off-policy correction |
 //! | `rlvr-replay` (`rlvr-replay-tch` for its tensor side) | [`rlvr_replay`] | POPO prioritized group replay: no batch carries an ineffective group |
-//! | `rlvr-select` | [`rlvr_select`] | prompt selection: DPS, MoPPS, DAPO dynamic sampling, difficulty filtering, history resampling, uniform; prompt-pool simulator (tch-free) |
+//! | `rlvr-select` | [`rlvr_select`] | prompt selection: DPS, MoPPS, DAPO dynamic sampling, difficulty filtering, history resampling, uniform, prompt-pool simulator; neural GPS, MPTS, PDTS |
 //! | `rl-lm` | [`rl_lm`] | small decoder-only transformer policy: KV-cached sampling with behaviour log-probs, training log-probs, safetensors checkpoints |
 //! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
 //! | `full` | | all of the above |

@@ -103,6 +103,10 @@ pub enum SelectError {
     /// JSON (de)serialisation failure.
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    /// A libtorch / `rl-nn` failure inside a neural selector (feature `neural`).
+    #[cfg(feature = "neural")]
+    #[error(transparent)]
+    Nn(#[from] rl_nn::RlNnError),
     /// An error from `rl-core`.
     #[error(transparent)]
     Core(#[from] rl_core::RlCoreError),

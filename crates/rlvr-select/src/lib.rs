@@ -16,6 +16,11 @@
 //! | [`OnlineDifficultyFilter`] | roll out, keep pass rates in a band | yes (prefetched) | none |
 //! | [`Mopps`] | discounted Beta posterior, Thompson draw closest to the target rate | none | 12 bytes |
 //! | [`Dps`] | 3-state HMM over the solving state, top-`B` by `P(partial)` | none | 57 bytes |
+//! | `neural::Gps` | shared generative model: `γ̂` from embedding + latent, intermediate difficulty + diversity | none | none (shared model) |
+//! | `neural::Mpts` | neural-process risk learner, top-`B` UCB over latent draws | none | none (shared model) |
+//! | `neural::Pdts` | same learner, one posterior draw + greedy max-sum diversification | none | none (shared model) |
+//! | [`Drm`] | evaluate every candidate, keep the `B` riskiest (CVaR) | yes (all candidates) | none |
+//! | [`Gdrm`] | first `B`, exponentiated group-DRO loss weights | none | one weight per batch slot |
 //!
 //! Around the trait: [`CandidateSource`]s build each step's candidate set ([`EpochWindow`] of
 //! `r·B`, [`WholePool`], [`FreshDraws`] from a continuous task box); a [`RolloutOracle`] counts
@@ -43,9 +48,11 @@
 //! # Ok::<(), rlvr_select::SelectError>(())
 //! ```
 //!
-//! Features: `neural` (default) is reserved for part 2 (GPS, MPTS, PDTS, which will link
-//! libtorch through `rl-nn`); today it enables nothing, and `--no-default-features` builds the
-//! whole crate without libtorch.
+//! Features: `neural` (default) adds `neural`: GPS, MPTS and PDTS, learned difficulty/risk
+//! predictors over prompt embeddings or task identifiers (libtorch through `tch`/`rl-nn`; a
+//! binary using them needs the `build.rs` of `rl-nn`'s docs). `--no-default-features` builds the
+//! rest of the crate without libtorch, including the robust baselines [`Drm`] and [`Gdrm`], the
+//! greedy max-sum diversification of [`diversity`] and the hashed n-gram text [`embed`]ding.
 //!
 //! Guide: `docs/rlvr-select.md`; speed: `docs/benchmarks.md`.
 #![deny(missing_docs)]
@@ -54,11 +61,16 @@
 
 mod baselines;
 pub mod diagnostics;
+pub mod diversity;
 mod dps;
+pub mod embed;
 mod error;
 mod filter;
 mod mopps;
+#[cfg(feature = "neural")]
+pub mod neural;
 mod oracle;
+mod robust;
 pub mod sim;
 mod source;
 mod types;
@@ -70,6 +82,7 @@ pub use error::{Result, SelectError};
 pub use filter::{DynamicSampling, FilterParams, OnlineDifficultyFilter};
 pub use mopps::{Mopps, MoppsAcquisition, MoppsParams};
 pub use oracle::{BudgetedOracle, FnOracle, NoRollouts, RolloutOracle};
+pub use robust::{Drm, DrmParams, Gdrm, GdrmParams, RiskFromRewards};
 pub use source::{CandidateSource, EpochWindow, FreshDraws, WholePool};
 pub use types::{Candidates, ItemId, Outcome, Prediction, Selection, Shortfall, SolveState};
 

@@ -1,0 +1,137 @@
+//! A cheap, dependency-free text embedding for demos: hashed character n-grams.
+//!
+//! GPS needs a fixed embedding per prompt. Real runs pass embeddings from a sentence encoder
+//! (the GPS paper uses WordLlama) as candidate features; this module is the built-in stand-in
+//! so examples run without a model: every character n-gram (`n_min..=n_max`, with `^`/`$`
+//! boundary marks around each word) is hashed (FNV-1a, seeded) to one of `dim` buckets with a
+//! hashed sign (the "hashing trick", Weinberger et al. 2009), counts are summed and the vector
+//! is L2-normalised. Prompts sharing many substrings (same template, same numbers) get nearby
+//! vectors; semantics are not captured.
+
+use crate::error::{invalid, Result};
+use serde::{Deserialize, Serialize};
+
+/// Parameters of [`HashedNgramEmbedder`].
+///
+/// | name | default | meaning |
+/// |---|---|---|
+/// | `dim` | 64 | embedding dimension |
+/// | `n_min`, `n_max` | 2, 4 | character n-gram lengths |
+/// | `lowercase` | true | fold case first |
+/// | `seed` | 0 | hash seed |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmbedParams {
+    /// Output dimension.
+    pub dim: usize,
+    /// Shortest n-gram.
+    pub n_min: usize,
+    /// Longest n-gram.
+    pub n_max: usize,
+    /// Lowercase the text first.
+    pub lowercase: bool,
+    /// Hash seed.
+    pub seed: u64,
+}
+
+impl Default for EmbedParams {
+    fn default() -> Self {
+        Self { dim: 64, n_min: 2, n_max: 4, lowercase: true, seed: 0 }
+    }
+}
+
+/// Hashed character n-gram embedder (see the module docs).
+///
+/// ```
+/// use rlvr_select::embed::{EmbedParams, HashedNgramEmbedder};
+/// let e = HashedNgramEmbedder::new(EmbedParams::default())?;
+/// let a = e.embed("Solve 3x + 5 = 11 for x.");
+/// let b = e.embed("Solve 3x + 7 = 13 for x.");
+/// let c = e.embed("Name the capital of Australia.");
+/// let dot = |u: &[f32], v: &[f32]| u.iter().zip(v).map(|(x, y)| x * y).sum::<f32>();
+/// assert!(dot(&a, &b) > dot(&a, &c));
+/// # Ok::<(), rlvr_select::SelectError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HashedNgramEmbedder {
+    params: EmbedParams,
+}
+
+impl HashedNgramEmbedder {
+    /// An embedder.
+    ///
+    /// # Errors
+    /// `dim == 0`, `n_min == 0` or `n_min > n_max`.
+    pub fn new(params: EmbedParams) -> Result<Self> {
+        if params.dim == 0 {
+            return Err(invalid("dim", 0, "the embedding needs at least one dimension"));
+        }
+        if params.n_min == 0 || params.n_min > params.n_max {
+            return Err(invalid(
+                "n_min/n_max",
+                format!("{}/{}", params.n_min, params.n_max),
+                "need 1 <= n_min <= n_max",
+            ));
+        }
+        Ok(Self { params })
+    }
+
+    /// The output dimension.
+    pub fn dim(&self) -> usize {
+        self.params.dim
+    }
+
+    /// The unit-norm embedding of `text` (all zeros for text without n-grams).
+    pub fn embed(&self, text: &str) -> Vec<f32> {
+        let p = self.params;
+        let mut v = vec![0f32; p.dim];
+        let text = if p.lowercase { text.to_lowercase() } else { text.to_string() };
+        for word in text.split_whitespace() {
+            let chars: Vec<char> = std::iter::once('^').chain(word.chars()).chain(std::iter::once('$')).collect();
+            for n in p.n_min..=p.n_max {
+                if n > chars.len() {
+                    break;
+                }
+                for w in chars.windows(n) {
+                    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ rl_core::seed::splitmix64(p.seed);
+                    for c in w {
+                        for b in (*c as u32).to_le_bytes() {
+                            h ^= u64::from(b);
+                            h = h.wrapping_mul(0x0100_0000_01b3);
+                        }
+                    }
+                    let h = rl_core::seed::splitmix64(h);
+                    let idx = (h % p.dim as u64) as usize;
+                    v[idx] += if h >> 63 == 0 { 1.0 } else { -1.0 };
+                }
+            }
+        }
+        let norm = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+        if norm > 0.0 {
+            for x in &mut v {
+                *x /= norm;
+            }
+        }
+        v
+    }
+
+    /// Row-major embeddings of many texts (`texts.len() * dim` floats).
+    pub fn embed_all<S: AsRef<str>>(&self, texts: &[S]) -> Vec<f32> {
+        texts.iter().flat_map(|t| self.embed(t.as_ref())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embeddings_are_unit_and_deterministic() -> anyhow::Result<()> {
+        let e = HashedNgramEmbedder::new(EmbedParams::default())?;
+        let a = e.embed("What is 2 + 2?");
+        assert_eq!(a, e.embed("what is 2 + 2?"));
+        assert!((a.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
+        assert!(e.embed("").iter().all(|&x| x == 0.0));
+        assert!(HashedNgramEmbedder::new(EmbedParams { dim: 0, ..EmbedParams::default() }).is_err());
+        Ok(())
+    }
+}
