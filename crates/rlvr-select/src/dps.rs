@@ -237,6 +237,19 @@ impl Cache {
     }
 }
 
+/// Smallest magnitude kept by the propagation pass; see [`Dps`]'s `propagate`.
+const FLUSH: f32 = 1e-30;
+
+/// `v`, or 0 when `v < FLUSH` (flush-to-zero before values turn subnormal).
+#[inline(always)]
+fn flush(v: f32) -> f32 {
+    if v < FLUSH {
+        0.0
+    } else {
+        v
+    }
+}
+
 /// `normalise(P(α) μ)`.
 #[inline(always)]
 fn predict_belief(a: &[f32; 9], mu: &[f32; 3]) -> [f32; 3] {
@@ -440,10 +453,13 @@ impl Dps {
             let inv = 1.0 / (p0 + p1 + p2);
             let s = st[j];
             let prop = s == PROPAGATED;
-            b0[j] = if prop { p0 * inv } else { m0 };
-            b1[j] = if prop { p1 * inv } else { m1 };
-            b2[j] = if prop { p2 * inv } else { m2 };
-            f[j] = if prop { fj * lam } else { fj };
+            // Values below FLUSH are set to 0: `λ^n` and vanishing belief components would
+            // otherwise become subnormal after a few hundred unobserved steps, and subnormal
+            // arithmetic is ~100x slower on x86 (the change is below 1e-30 in absolute terms).
+            b0[j] = if prop { flush(p0 * inv) } else { m0 };
+            b1[j] = if prop { flush(p1 * inv) } else { m1 };
+            b2[j] = if prop { flush(p2 * inv) } else { m2 };
+            f[j] = if prop { flush(fj * lam) } else { fj };
             st[j] = if s == UNTRACKED { UNTRACKED } else { PROPAGATED };
         }
     }

@@ -331,3 +331,31 @@ fn state_is_at_most_64_bytes_per_prompt() {
     assert!(Dps::bytes_per_prompt() <= 64);
     assert_eq!(Dps::bytes_per_prompt(), 57);
 }
+
+#[test]
+fn long_unobserved_runs_never_produce_subnormal_state() -> anyhow::Result<()> {
+    // λ^n underflows into the subnormal range after ~250 steps at λ = 0.7; the propagation pass
+    // flushes such values to zero (subnormal arithmetic is ~100x slower), and beliefs stay valid.
+    let mut rng = rl_core::rng_from_seed(5);
+    let mut dps = Dps::new(DpsParams::default(), 4)?;
+    dps.track_all();
+    let outcomes =
+        [Outcome::from_successes(0, 0, 8), Outcome::from_successes(1, 4, 8), Outcome::from_successes(2, 8, 8)];
+    dps.observe(0, &outcomes, &mut rng)?;
+    for t in 1..400 {
+        dps.observe(t, &[], &mut rng)?;
+        // the decay factors λ^n live in the saved state
+        let state = dps.save_state()?;
+        let decay = state["decay"].as_array().ok_or_else(|| anyhow::anyhow!("no decay in state"))?;
+        for v in decay {
+            let v = v.as_f64().ok_or_else(|| anyhow::anyhow!("decay not a number"))? as f32;
+            assert!(!v.is_subnormal(), "subnormal decay {v:e} at step {t}");
+        }
+    }
+    for id in 0..4 {
+        let b = dps.belief(id)?;
+        assert!(b.iter().all(|v| v.is_finite() && !v.is_subnormal() && *v >= 0.0), "belief {b:?}");
+        assert!((b.iter().sum::<f32>() - 1.0).abs() < 1e-5, "belief {b:?}");
+    }
+    Ok(())
+}
