@@ -79,8 +79,15 @@ PY
     pip_install "mujoco==$MUJOCO_VERSION" gymnasium
   fi
   mj_dir=$("$py" -c 'import importlib.util, os; print(os.path.dirname(importlib.util.find_spec("mujoco").origin))')
-  if [ "$(readlink "$root/.mujoco" 2>/dev/null || true)" != "$mj_dir" ]; then
-    ln -sfn "$mj_dir" "$root/.mujoco"
-    say "linked .mujoco -> $mj_dir"
+  # The wheel ships only libmujoco.so.$MUJOCO_VERSION; the linker (`-lmujoco`, as mujoco-rs
+  # emits) needs an unversioned libmujoco.so, so a folder of links in the cache provides both.
+  lib_dir=$cache/mujoco-lib
+  mkdir -p "$lib_dir"
+  ln -sfn "$mj_dir/libmujoco.so.$MUJOCO_VERSION" "$lib_dir/libmujoco.so.$MUJOCO_VERSION"
+  ln -sfn "$mj_dir/libmujoco.so.$MUJOCO_VERSION" "$lib_dir/libmujoco.so"
+  ln -sfn "$mj_dir/include" "$lib_dir/include"
+  if [ "$(readlink "$root/.mujoco" 2>/dev/null || true)" != "$lib_dir" ]; then
+    ln -sfn "$lib_dir" "$root/.mujoco"
+    say "linked .mujoco -> $lib_dir (libmujoco.so, headers)"
   fi
 fi
