@@ -22,10 +22,13 @@ struct Toy {
 }
 
 impl Toy {
+    /// Initial logits drawn from our own seeded generator: libtorch's global generator is shared
+    /// by the tests that run in parallel threads, so `tch::manual_seed` would race.
     fn new() -> Self {
-        tch::manual_seed(0);
+        let mut rng = ChaCha8Rng::seed_from_u64(0);
+        let init: Vec<f32> = (0..PROMPTS * LEN * VOCAB).map(|_| rng.random_range(-0.2f32..0.2)).collect();
         let vs = nn::VarStore::new(Device::Cpu);
-        let table = vs.root().randn("table", &[PROMPTS, LEN, VOCAB], 0.0, 0.1);
+        let table = vs.root().var_copy("table", &Tensor::from_slice(&init).view([PROMPTS, LEN, VOCAB]));
         Self { vs, table }
     }
 
@@ -63,7 +66,7 @@ impl Toy {
 
     /// One decoupled-loss update on `batch`; returns the batch tensors, the weights of the
     /// correction, and the loss value.
-    fn train(&mut self, batch: &FilledBatch) -> Result<(TensorBatch, Tensor, f64)> {
+    fn train(&mut self, batch: &FilledBatch) -> Result<(TensorBatch, Tensor, Tensor, f64)> {
         let tb = TensorBatch::new(batch, 0, Device::Cpu)?;
         let logp = self.logp(&tb)?;
         let old = logp.detach();
@@ -75,7 +78,8 @@ impl Toy {
         opt.zero_grad();
         out.loss.backward();
         opt.step();
-        Ok((tb, weights.weights, out.metrics.loss))
+        let expected = (&old - &behave).exp().clamp(0.0, 2.0);
+        Ok((tb, weights.weights, expected, out.metrics.loss))
     }
 }
 
@@ -92,7 +96,7 @@ fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()
     let groups = (0..4).map(|p| toy.group(p, 0, &mut rng, mixed)).collect::<Result<Vec<_>>>()?;
     let b0 = buf.fill(groups, 0)?;
     ensure!(b0.len() == 4 && b0.iter().all(|g| g.origin() == Origin::Fresh));
-    let (_, w0, _) = toy.train(&b0)?;
+    let (_, w0, _, _) = toy.train(&b0)?;
     ensure!(w0.eq(1.0).all().int64_value(&[]) == 1, "on-policy weights must be exactly 1");
 
     // Step 1: two ineffective groups (all fail, all succeed) replaced by replayed ones.
@@ -104,11 +108,13 @@ fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()
     ];
     let b1 = buf.fill(groups, 1)?;
     ensure!(b1.len() == 4 && b1.report.replayed == 2 && b1.fill_ratio() == 1.0);
-    let (tb, w, loss) = toy.train(&b1)?;
+    let (tb, w, expected, loss) = toy.train(&b1)?;
     ensure!(loss.is_finite());
     let mask = Vec::<bool>::try_from(tb.mask.flatten(0, -1))?;
     let w = Vec::<f32>::try_from(w.flatten(0, -1))?;
+    let expected = Vec::<f32>::try_from(expected.flatten(0, -1))?;
     let t = tb.tokens.size()[1] as usize;
+    let mut replayed_moved = false;
     for (g, origin) in tb.origins.iter().enumerate() {
         for row in g * K..(g + 1) * K {
             let ws: Vec<f32> = (0..t).filter(|&j| mask[row * t + j]).map(|j| w[row * t + j]).collect();
@@ -116,12 +122,20 @@ fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()
                 Origin::Fresh => ensure!(ws.iter().all(|&x| x == 1.0), "fresh row {row}: {ws:?}"),
                 Origin::Replayed { age, .. } => {
                     ensure!(*age == 1);
-                    ensure!(ws.iter().all(|&x| x != 1.0), "replayed row {row}: {ws:?}");
+                    // Each weight is pi_old / pi_behave, truncated at 2. A position whose logits the
+                    // step-0 update left unchanged (its K sampled tokens agreed, so the zero-mean
+                    // advantages cancelled) legitimately has weight 1.
+                    for j in (0..t).filter(|&j| mask[row * t + j]) {
+                        let (got, want) = (w[row * t + j], expected[row * t + j]);
+                        ensure!((got - want).abs() < 1e-6, "replayed row {row} token {j}: {got} != {want}");
+                    }
+                    replayed_moved |= ws.iter().any(|&x| (x - 1.0).abs() > 1e-4);
                 }
                 Origin::Unfilled { .. } => unreachable!("no unfilled slot"),
             }
         }
     }
+    ensure!(replayed_moved, "the step-0 update moved no replayed token's probability: the correction was never exercised");
     Ok(())
 }
 
@@ -142,7 +156,7 @@ fn all_ineffective_step_still_trains_on_a_full_batch() -> Result<()> {
     let prompts: Vec<u64> = batch.iter().map(|g| g.group().prompt_id()).collect();
     ensure!(prompts == vec![5, 4, 3, 2], "{prompts:?}");
     let before = toy.table.detach().copy();
-    let (tb, _, loss) = toy.train(&batch)?;
+    let (tb, _, _, loss) = toy.train(&batch)?;
     ensure!(tb.rows() == (4 * K) as i64 && loss.is_finite());
     let moved = f64::try_from((&toy.table - &before).abs().sum(Kind::Double))?;
     ensure!(moved > 0.0, "the update on the replayed batch changed nothing");
