@@ -1,6 +1,6 @@
 # frugal-rl: the two commands of the README, plus lint and bench.
 #   make test   provision what is missing, then run every test of the workspace
-#   make demo   provision, then run the main example in release mode
+#   make demo   provision, then run the end-to-end RLVR demo in release mode
 #   make lint   rustfmt --check, clippy -D warnings on all targets, rustdoc with warnings denied
 # Provisioning (scripts/provision.sh) installs torch==2.11.0 from PyPI into a venv under
 # $(FRUGAL_CACHE) (default ~/.cache/frugal-rl) once and links it as `.libtorch`; nothing else is
@@ -36,9 +36,14 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example select_compare -- --seeds 1 --n-prompts 200 --steps 40
 	$(CARGO) run --quiet --features full --example sinusoid_tasks -- --iters 20 --seeds 1 --test-tasks 50
 	$(CARGO) run --quiet --features full --example select_neural -- --n-prompts 200 --steps 20
+	$(CARGO) run --quiet --features full --example embed_trainer
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
+		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
 
+# The end-to-end RLVR run: warm start, DPS selection, POPO replay (examples/rlvr_demo.rs).
 demo: provision
-	$(CARGO) run --release --example mlp_fit
+	$(CARGO) run --release --features rlvr-train --example rlvr_demo
 
 lint: provision
 	$(CARGO) fmt --all -- --check

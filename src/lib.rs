@@ -12,6 +12,7 @@
 //! | `rlvr-select` | [`rlvr_select`] | prompt selection: DPS, MoPPS, DAPO dynamic sampling, difficulty filtering, history resampling, uniform, prompt-pool simulator; neural GPS, MPTS, PDTS |
 //! | `rl-lm` | [`rl_lm`] | small decoder-only transformer policy: KV-cached sampling with behaviour log-probs, training log-probs, safetensors checkpoints |
 //! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
+//! | `rlvr-train` | [`rlvr_train`] | the end-to-end RLVR loop: warm start, group rollouts, selection, POPO replay, any loss, held-out pass@k |
 //! | `full` | | all of the above |
 //!
 //! See the README for the crate map and `docs/` for the guide.
@@ -30,3 +31,5 @@ pub use rlvr_replay;
 pub use rlvr_select;
 #[cfg(feature = "rlvr-tasks")]
 pub use rlvr_tasks;
+#[cfg(feature = "rlvr-train")]
+pub use rlvr_train;

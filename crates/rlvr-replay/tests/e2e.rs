@@ -135,7 +135,10 @@ fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()
             }
         }
     }
-    ensure!(replayed_moved, "the step-0 update moved no replayed token's probability: the correction was never exercised");
+    ensure!(
+        replayed_moved,
+        "the step-0 update moved no replayed token's probability: the correction was never exercised"
+    );
     Ok(())
 }
 

@@ -97,6 +97,10 @@ pub enum SelectError {
         /// The id returned.
         got: ItemId,
     },
+    /// The caller's rollout oracle failed to generate or score (its message; e.g. a policy or
+    /// verifier error in a trainer's oracle).
+    #[error("rollout oracle failed: {0}")]
+    Oracle(String),
     /// A saved state was inconsistent (wrong lengths, invalid values).
     #[error("invalid saved state: {0}")]
     InvalidState(String),

@@ -1,0 +1,400 @@
+//! Run configuration: one serde struct, loadable from TOML, with a validating `check()`.
+//!
+//! Every section has defaults, so a TOML file only names what it changes:
+//!
+//! ```toml
+//! seed = 3
+//! [rl]
+//! steps = 80
+//! [selector]
+//! kind = "mopps"
+//! [loss.policy.lpo]
+//! projection = "forward"
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use rl_lm::LmConfig;
+use rlvr_core::{DecoupledParams, LossParams};
+use rlvr_replay::ReplayParams;
+use rlvr_select::neural::GpsParams;
+use rlvr_select::{DpsParams, MoppsParams};
+use rlvr_tasks::{CharTokenizer, Family, PoolParams, RewardParams};
+use serde::{Deserialize, Serialize};
+
+use crate::error::{invalid, io, Result};
+
+/// A whole run: tasks, model, warm start, RL loop, selector, replay, loss, evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunConfig {
+    /// Master seed: model init, pools, sampling, selectors (each through its own derived stream).
+    pub seed: u64,
+    /// `"auto"` (CUDA when available, else CPU; `FRUGAL_DEVICE` overrides), `"cpu"`, `"cuda"`, `"cuda:N"`.
+    pub device: String,
+    /// Prompt pools and rewards.
+    pub task: TaskConfig,
+    /// The transformer policy.
+    pub model: LmConfig,
+    /// Supervised warm start on solver solutions.
+    pub sft: SftConfig,
+    /// The RL loop.
+    pub rl: RlConfig,
+    /// Prompt selection.
+    pub selector: SelectorConfig,
+    /// POPO group replay; `None` trains every rolled-out group as it is (ineffective groups
+    /// contribute zero advantage).
+    pub replay: Option<ReplayParams>,
+    /// The policy loss (any `rlvr-core` loss, aggregation, KL, correction).
+    pub loss: LossParams,
+    /// Held-out evaluation.
+    pub eval: EvalConfig,
+}
+
+impl Default for RunConfig {
+    fn default() -> Self {
+        let tok_vocab = CharTokenizer::VOCAB_SIZE;
+        Self {
+            seed: 0,
+            device: "auto".into(),
+            task: TaskConfig::default(),
+            model: LmConfig::new(tok_vocab, 40).d_model(128).n_layers(3).n_heads(4).d_ff(512),
+            sft: SftConfig::default(),
+            rl: RlConfig::default(),
+            selector: SelectorConfig::Dps { params: DpsParams::default() },
+            replay: Some(ReplayParams::new(RlConfig::default().group_size)),
+            loss: LossParams::default().correction(Some(DecoupledParams::default())),
+            eval: EvalConfig::default(),
+        }
+    }
+}
+
+impl RunConfig {
+    /// Reads a TOML file (missing fields take their defaults) and validates it.
+    ///
+    /// # Errors
+    /// I/O, TOML syntax or unknown fields, and everything [`RunConfig::check`] rejects.
+    pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(io(format!("reading {}", path.display())))?;
+        Self::from_toml_str(&text)
+    }
+
+    /// Parses TOML text and validates it.
+    ///
+    /// # Errors
+    /// TOML syntax or unknown fields, and everything [`RunConfig::check`] rejects.
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        let cfg: Self = toml::from_str(text)?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    /// The config as TOML (what a run writes next to its metrics).
+    ///
+    /// # Errors
+    /// Serialisation failure.
+    pub fn to_toml(&self) -> Result<String> {
+        toml::to_string_pretty(self).map_err(|e| invalid("config", "(serialise)", &e.to_string()))
+    }
+
+    /// Validates every section; the error names the first bad field.
+    ///
+    /// # Errors
+    /// [`crate::TrainError::InvalidConfig`] and the upstream `check()` errors.
+    pub fn check(&self) -> Result<()> {
+        rl_nn::parse_device(&self.device)?;
+        self.task.pool.check()?;
+        self.task.rewards.check()?;
+        if self.task.train_prompts == 0 {
+            return Err(invalid("task.train_prompts", 0, "need at least one training prompt"));
+        }
+        if self.task.eval_prompts == 0 {
+            return Err(invalid("task.eval_prompts", 0, "need at least one held-out prompt"));
+        }
+        if self.task.eval_seed == self.task.pool.seed {
+            return Err(invalid("task.eval_seed", self.task.eval_seed, "must differ from task.pool.seed (held out)"));
+        }
+        self.model.check()?;
+        let vocab = CharTokenizer::VOCAB_SIZE;
+        if self.model.vocab_size != vocab {
+            return Err(invalid("model.vocab_size", self.model.vocab_size, &format!("the tokenizer has {vocab} ids")));
+        }
+        self.sft.check()?;
+        self.rl.check()?;
+        self.eval.check()?;
+        self.loss.check()?;
+        if let Some(r) = &self.replay {
+            r.clone().check()?;
+            if r.group_size != self.rl.group_size {
+                return Err(invalid("replay.group_size", r.group_size, "must equal rl.group_size"));
+            }
+        }
+        self.selector.check(self.rl.group_size)?;
+        Ok(())
+    }
+}
+
+/// Prompt pools (training and held-out) and the reward of a verdict.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TaskConfig {
+    /// Family, levels and generator parameters of the training pool (ids `0..train_prompts`).
+    pub pool: PoolParams,
+    /// Training prompts.
+    pub train_prompts: usize,
+    /// Held-out prompts, drawn with the same generator from `eval_seed`.
+    pub eval_prompts: usize,
+    /// Seed of the held-out pool (must differ from `pool.seed`).
+    pub eval_seed: u64,
+    /// Rewards: 1 correct, 0.1 well-formed but wrong, 0 malformed (TinyZero, as in the papers).
+    pub rewards: RewardParams,
+}
+
+impl Default for TaskConfig {
+    fn default() -> Self {
+        Self {
+            pool: PoolParams::new(Family::Countdown, 0).levels([0, 1]),
+            train_prompts: 2000,
+            eval_prompts: 512,
+            eval_seed: 1_000_003,
+            rewards: RewardParams::default(),
+        }
+    }
+}
+
+/// Supervised warm start on the solver's solutions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SftConfig {
+    /// Adam steps (0: no warm start).
+    pub steps: usize,
+    /// Prompts per step.
+    pub batch_size: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Load these weights instead of training (a `TransformerLm::save` file).
+    pub init_checkpoint: Option<PathBuf>,
+}
+
+impl Default for SftConfig {
+    fn default() -> Self {
+        Self { steps: 400, batch_size: 64, lr: 3e-3, init_checkpoint: None }
+    }
+}
+
+impl SftConfig {
+    fn check(&self) -> Result<()> {
+        if self.steps > 0 && self.batch_size == 0 {
+            return Err(invalid("sft.batch_size", 0, "must be >= 1"));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(invalid("sft.lr", self.lr, "must be finite and > 0"));
+        }
+        Ok(())
+    }
+}
+
+/// The RL loop.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RlConfig {
+    /// Maximum training steps (one optimizer step each).
+    pub steps: usize,
+    /// Stop once this many rollouts (training + selection) are spent; `None`: run all steps.
+    pub rollout_budget: Option<u64>,
+    /// Prompts per training batch `B`.
+    pub batch_prompts: usize,
+    /// Responses per prompt `K`.
+    pub group_size: usize,
+    /// Candidate prompts per step for predictive selectors, as a multiple `r` of `B`.
+    pub candidate_ratio: usize,
+    /// Adam learning rate.
+    pub lr: f64,
+    /// Global gradient-norm clip (`None`: off).
+    pub grad_clip: Option<f64>,
+    /// Rollout temperature (the papers: 1.0).
+    pub temperature: f64,
+    /// Rollout top-p (the papers: 1.0).
+    pub top_p: f64,
+    /// Response length cap in tokens (a response without `<eos>` gets reward 0).
+    pub max_new_tokens: i64,
+}
+
+impl Default for RlConfig {
+    fn default() -> Self {
+        Self {
+            steps: 200,
+            rollout_budget: None,
+            batch_prompts: 32,
+            group_size: 8,
+            candidate_ratio: 4,
+            lr: 3e-4,
+            grad_clip: Some(1.0),
+            temperature: 1.0,
+            top_p: 1.0,
+            max_new_tokens: 14,
+        }
+    }
+}
+
+impl RlConfig {
+    fn check(&self) -> Result<()> {
+        if self.batch_prompts == 0 {
+            return Err(invalid("rl.batch_prompts", 0, "must be >= 1"));
+        }
+        if self.group_size < 2 {
+            return Err(invalid("rl.group_size", self.group_size, "a group needs >= 2 responses"));
+        }
+        if self.candidate_ratio == 0 {
+            return Err(invalid("rl.candidate_ratio", 0, "must be >= 1"));
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(invalid("rl.lr", self.lr, "must be finite and > 0"));
+        }
+        if let Some(c) = self.grad_clip {
+            if !(c.is_finite() && c > 0.0) {
+                return Err(invalid("rl.grad_clip", c, "must be finite and > 0"));
+            }
+        }
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return Err(invalid("rl.temperature", self.temperature, "must be finite and > 0"));
+        }
+        if !(self.top_p > 0.0 && self.top_p <= 1.0) {
+            return Err(invalid("rl.top_p", self.top_p, "must be in (0, 1]"));
+        }
+        if self.max_new_tokens < 1 {
+            return Err(invalid("rl.max_new_tokens", self.max_new_tokens, "must be >= 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Which `rlvr-select` selector picks each step's prompts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SelectorConfig {
+    /// `B` prompts uniformly (an epoch-shuffled data loader).
+    Uniform,
+    /// DAPO dynamic sampling: roll out generation batches of `B`, keep groups with mixed
+    /// success, stop at `B` kept or after `max_gen_batches` batches.
+    DynamicSampling {
+        /// Cap on generation batches per step (DAPO: 10).
+        #[serde(default = "default_gen_batches")]
+        max_gen_batches: usize,
+    },
+    /// MoPPS: Beta posterior per prompt, Thompson draw closest to the target rate.
+    Mopps {
+        /// Parameters.
+        #[serde(default)]
+        params: MoppsParams,
+    },
+    /// DPS: HMM over each prompt's solving state, top-`B` by `P(partial)`.
+    Dps {
+        /// Parameters.
+        #[serde(default)]
+        params: DpsParams,
+    },
+    /// GPS: shared generative model over hashed n-gram prompt embeddings.
+    Gps {
+        /// Parameters.
+        #[serde(default)]
+        params: GpsParams,
+        /// Embedding dimension of the hashed character n-grams.
+        #[serde(default = "default_embed_dim")]
+        embed_dim: usize,
+    },
+}
+
+fn default_gen_batches() -> usize {
+    10
+}
+
+fn default_embed_dim() -> usize {
+    32
+}
+
+impl Default for SelectorConfig {
+    fn default() -> Self {
+        Self::Dps { params: DpsParams::default() }
+    }
+}
+
+impl SelectorConfig {
+    /// A short name for tables (`uniform`, `ds`, `mopps`, `dps`, `gps`).
+    pub fn short_name(&self) -> &'static str {
+        match self {
+            Self::Uniform => "uniform",
+            Self::DynamicSampling { .. } => "ds",
+            Self::Mopps { .. } => "mopps",
+            Self::Dps { .. } => "dps",
+            Self::Gps { .. } => "gps",
+        }
+    }
+
+    fn check(&self, group_size: usize) -> Result<()> {
+        match self {
+            Self::Uniform => Ok(()),
+            Self::DynamicSampling { max_gen_batches } => {
+                if *max_gen_batches == 0 {
+                    return Err(invalid("selector.max_gen_batches", 0, "must be >= 1"));
+                }
+                rlvr_select::FilterParams { group_size, ..rlvr_select::FilterParams::dynamic_sampling() }.check()?;
+                Ok(())
+            }
+            Self::Mopps { params } => {
+                rlvr_select::Mopps::new(*params, 1)?;
+                Ok(())
+            }
+            Self::Dps { params } => {
+                rlvr_select::Dps::new(*params, 1)?;
+                Ok(())
+            }
+            Self::Gps { params, embed_dim } => {
+                if *embed_dim == 0 {
+                    return Err(invalid("selector.embed_dim", 0, "must be >= 1"));
+                }
+                params.check()?;
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Held-out evaluation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EvalConfig {
+    /// Evaluate every this many RL steps (and always before the first and after the last).
+    pub every: usize,
+    /// Samples per held-out prompt `n` (pass@1 is their mean; pass@k uses the unbiased estimator).
+    pub samples: usize,
+    /// Sampling temperature of the evaluation.
+    pub temperature: f64,
+    /// The `k` of pass@k (≤ `samples`).
+    pub k: usize,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        Self { every: 25, samples: 8, temperature: 1.0, k: 8 }
+    }
+}
+
+impl EvalConfig {
+    fn check(&self) -> Result<()> {
+        if self.every == 0 {
+            return Err(invalid("eval.every", 0, "must be >= 1"));
+        }
+        if self.samples == 0 {
+            return Err(invalid("eval.samples", 0, "must be >= 1"));
+        }
+        if self.k == 0 || self.k > self.samples {
+            return Err(invalid("eval.k", self.k, "must be in 1..=eval.samples"));
+        }
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return Err(invalid("eval.temperature", self.temperature, "must be finite and > 0"));
+        }
+        Ok(())
+    }
+}

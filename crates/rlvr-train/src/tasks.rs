@@ -1,0 +1,117 @@
+//! The training and held-out prompt pools, tokenized once, with the solver's solutions for the
+//! warm start.
+
+use rlvr_tasks::{CharTokenizer, PromptPool, RewardParams, Task, Verdict};
+
+use crate::config::TaskConfig;
+use crate::error::{Result, TrainError};
+
+/// One side of the task set: prompts with their token ids.
+#[derive(Debug, Clone)]
+pub struct PoolSide {
+    pool: PromptPool,
+    tokens: Vec<Vec<i64>>,
+}
+
+impl PoolSide {
+    fn new(pool: PromptPool, tok: &CharTokenizer) -> Result<Self> {
+        let tokens = pool.iter().map(|p| p.encode(tok)).collect::<rlvr_tasks::Result<Vec<_>>>()?;
+        Ok(Self { pool, tokens })
+    }
+
+    /// Number of prompts.
+    pub fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether the side is empty.
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The pool.
+    pub fn pool(&self) -> &PromptPool {
+        &self.pool
+    }
+
+    /// `<bos>` + prompt tokens of the prompt at `index`.
+    pub fn tokens(&self, index: usize) -> Option<&[i64]> {
+        self.tokens.get(index).map(Vec::as_slice)
+    }
+
+    /// The task at `index`.
+    pub fn task(&self, index: usize) -> Option<&Task> {
+        self.pool.prompts().get(index).map(|p| &p.task)
+    }
+
+    /// The difficulty level at `index`.
+    pub fn level(&self, index: usize) -> Option<usize> {
+        self.pool.prompts().get(index).map(|p| p.level)
+    }
+}
+
+/// Training pool (ids `0..n`, which are also indices) and held-out pool.
+#[derive(Debug, Clone)]
+pub struct TaskSet {
+    /// The tokenizer.
+    pub tokenizer: CharTokenizer,
+    /// Training prompts; prompt id = index.
+    pub train: PoolSide,
+    /// Held-out prompts (never trained on).
+    pub eval: PoolSide,
+    /// The reward of a verdict.
+    pub rewards: RewardParams,
+}
+
+impl TaskSet {
+    /// Generates both pools from the config.
+    ///
+    /// # Errors
+    /// Generator parameters out of range.
+    pub fn new(cfg: &TaskConfig) -> Result<Self> {
+        let tokenizer = CharTokenizer::new();
+        let train_params = cfg.pool.clone().first_id(0);
+        let train = PromptPool::generate(&train_params, cfg.train_prompts)?;
+        let mut eval_params = cfg.pool.clone().first_id(0);
+        eval_params.seed = cfg.eval_seed;
+        let eval = PromptPool::generate(&eval_params, cfg.eval_prompts)?;
+        Ok(Self {
+            train: PoolSide::new(train, &tokenizer)?,
+            eval: PoolSide::new(eval, &tokenizer)?,
+            tokenizer,
+            rewards: cfg.rewards,
+        })
+    }
+
+    /// The training prompt with id `id` (its index).
+    ///
+    /// # Errors
+    /// [`TrainError::UnknownPrompt`].
+    pub fn train_index(&self, id: u64) -> Result<usize> {
+        let n = self.train.len();
+        usize::try_from(id).ok().filter(|&i| i < n).ok_or(TrainError::UnknownPrompt { id, n })
+    }
+
+    /// Judges a generated response (ids up to and including `<eos>`; a response without one
+    /// is malformed and earns 0).
+    pub fn judge(&self, task: &Task, response: &[i64]) -> Verdict {
+        task.verify_tokens(&self.tokenizer, response, &self.rewards)
+    }
+
+    /// The solver's solution of every training prompt, tokenized with `<eos>` (warm-start
+    /// targets), and the prompts whose solution was found.
+    ///
+    /// # Errors
+    /// [`TrainError::Unsolvable`] when the solver finds no solution (generated pools are
+    /// solvable by construction).
+    pub fn solutions(&self) -> Result<Vec<Vec<i64>>> {
+        self.train
+            .pool
+            .iter()
+            .map(|p| {
+                let text = p.task.solve().map_err(|source| TrainError::Unsolvable { id: p.id, source })?;
+                Ok(self.tokenizer.encode_completion(&text)?)
+            })
+            .collect()
+    }
+}

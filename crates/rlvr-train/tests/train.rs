@@ -1,0 +1,151 @@
+//! The RL loop at a tiny size: it must improve the reward, count rollouts honestly, and turn
+//! bad input into typed errors.
+
+use anyhow::{ensure, Result};
+use rl_lm::LmConfig;
+use rlvr_replay::ReplayParams;
+use rlvr_select::DpsParams;
+use rlvr_tasks::{CharTokenizer, Family, PoolParams};
+use rlvr_train::{RunConfig, SelectorConfig, TrainError, Trainer};
+
+/// Countdown with two numbers, a 2-layer 32-wide model, a short warm start.
+fn tiny(seed: u64) -> RunConfig {
+    let mut c = RunConfig { seed, device: "cpu".into(), ..RunConfig::default() };
+    c.task.pool = PoolParams::new(Family::Countdown, 5).levels([0]);
+    c.task.train_prompts = 200;
+    c.task.eval_prompts = 64;
+    c.model = LmConfig::new(CharTokenizer::VOCAB_SIZE, 32).d_model(48).n_layers(2).n_heads(4).d_ff(192);
+    c.sft.steps = 60;
+    c.sft.batch_size = 32;
+    c.rl.steps = 40;
+    c.rl.batch_prompts = 16;
+    c.rl.group_size = 8;
+    c.rl.lr = 1e-3;
+    c.rl.max_new_tokens = 10;
+    c.eval.every = 40;
+    c.eval.samples = 4;
+    c.eval.k = 4;
+    c.replay = Some(ReplayParams::new(8));
+    c.selector = SelectorConfig::Dps { params: DpsParams::default() };
+    c
+}
+
+#[test]
+fn a_tiny_rl_run_improves_reward() -> Result<()> {
+    let mut t = Trainer::new(tiny(0))?;
+    let losses = t.warm_start(&mut |_, _| {})?;
+    ensure!(losses.len() == 60 && losses[59] < losses[0] * 0.5, "warm start did not learn: {losses:?}");
+    let mut rewards = Vec::new();
+    let summary = t.run(&mut |rec| rewards.push(rec.reward_mean), &mut |_| {})?;
+    ensure!(summary.steps == 40 && rewards.len() == 40);
+    let first = rewards[..10].iter().sum::<f64>() / 10.0;
+    let last = rewards[30..].iter().sum::<f64>() / 10.0;
+    ensure!(last > first + 0.05, "training reward did not rise: first 10 steps {first:.3}, last 10 {last:.3}");
+    ensure!(
+        summary.last.pass_at_1 > summary.initial.pass_at_1,
+        "held-out pass@1 {:.3} -> {:.3}",
+        summary.initial.pass_at_1,
+        summary.last.pass_at_1
+    );
+    // Rollout accounting: 16 prompts x 8 responses per step, no selection rollouts for DPS.
+    ensure!(summary.rollouts.train == 40 * 16 * 8 && summary.rollouts.selection == 0);
+    // POPO keeps the batch effective.
+    ensure!(summary.batch_effective_ratio >= summary.generated_effective_ratio);
+    Ok(())
+}
+
+#[test]
+fn dynamic_sampling_spends_selection_rollouts_and_trains_on_them() -> Result<()> {
+    let mut c = tiny(1);
+    c.selector = SelectorConfig::DynamicSampling { max_gen_batches: 3 };
+    c.replay = None;
+    c.loss.correction = None;
+    c.rl.steps = 3;
+    c.sft.steps = 20;
+    let mut t = Trainer::new(c)?;
+    t.warm_start(&mut |_, _| {})?;
+    for _ in 0..3 {
+        let rec = t.step()?;
+        // Everything DS kept was generated inside selection: the trainer generates nothing.
+        ensure!(rec.rollouts.train == 0, "{:?}", rec.rollouts);
+        ensure!(rec.rollouts.selection % 8 == 0 && rec.rollouts.selection > 0);
+        ensure!(rec.batch_groups == rec.batch_effective, "DS trains only mixed groups");
+        for key in ["time/generation", "time/scoring", "time/selection", "time/loss", "rollouts/total"] {
+            ensure!(rec.metrics.get(key).is_some(), "missing metric {key}");
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn every_selector_and_lpo_run_a_step() -> Result<()> {
+    use rlvr_core::{LpoParams, PolicyLoss};
+    for sel in [
+        SelectorConfig::Uniform,
+        SelectorConfig::Mopps { params: Default::default() },
+        SelectorConfig::Gps { params: Default::default(), embed_dim: 16 },
+    ] {
+        let mut c = tiny(2);
+        c.selector = sel.clone();
+        c.sft.steps = 0;
+        c.loss.policy = PolicyLoss::Lpo(LpoParams::default());
+        let mut t = Trainer::new(c)?;
+        let rec = t.step()?;
+        ensure!(rec.rollouts.total() == 16 * 8, "{sel:?}: {:?}", rec.rollouts);
+        ensure!(rec.metrics.get("loss/loss").is_some_and(f64::is_finite) || rec.batch_groups == 0);
+    }
+    Ok(())
+}
+
+#[test]
+fn bad_configs_and_checkpoints_are_typed_errors() -> Result<()> {
+    let bad = |f: &dyn Fn(&mut RunConfig), field: &str| -> Result<()> {
+        let mut c = tiny(0);
+        f(&mut c);
+        match Trainer::new(c) {
+            Err(TrainError::InvalidConfig { field: got, .. }) => {
+                ensure!(got == field, "expected {field}, got {got}");
+                Ok(())
+            }
+            other => anyhow::bail!("{field}: expected InvalidConfig, got {:?}", other.map(|_| ())),
+        }
+    };
+    bad(&|c| c.rl.group_size = 1, "rl.group_size")?;
+    bad(&|c| c.rl.temperature = f64::NAN, "rl.temperature")?;
+    bad(&|c| c.task.eval_seed = c.task.pool.seed, "task.eval_seed")?;
+    bad(&|c| c.eval.k = 9, "eval.k")?;
+    bad(&|c| c.model.vocab_size = 30, "model.vocab_size")?;
+    bad(&|c| c.replay = Some(ReplayParams::new(4)), "replay.group_size")?;
+    ensure!(matches!(RunConfig::from_toml_str("[rl]\nstepz = 3\n"), Err(TrainError::Toml(_))));
+    ensure!(matches!(RunConfig::from_toml_str("[selector]\nkind = \"oracle\"\n"), Err(TrainError::Toml(_))));
+
+    // A corrupt warm-start checkpoint and one of another shape.
+    let dir = tempfile::tempdir()?;
+    let corrupt = dir.path().join("corrupt.safetensors");
+    std::fs::write(&corrupt, b"not a safetensors file")?;
+    let mut c = tiny(0);
+    c.sft.init_checkpoint = Some(corrupt);
+    let mut t = Trainer::new(c)?;
+    ensure!(matches!(t.warm_start(&mut |_, _| {}), Err(TrainError::Lm(_))));
+    let other = dir.path().join("other.safetensors");
+    let mut c = tiny(0);
+    c.model = c.model.clone().d_model(32);
+    Trainer::new(c)?.model().save(&other)?;
+    let mut c = tiny(0);
+    c.sft.init_checkpoint = Some(other);
+    let mut t = Trainer::new(c)?;
+    let err = t.warm_start(&mut |_, _| {}).err().map(|e| e.to_string()).unwrap_or_default();
+    ensure!(err.contains("shape"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn config_round_trips_through_toml() -> Result<()> {
+    let c = tiny(3);
+    let text = c.to_toml()?;
+    let back = RunConfig::from_toml_str(&text)?;
+    ensure!(back == c, "{text}");
+    let partial = RunConfig::from_toml_str("seed = 9\n[selector]\nkind = \"dynamic_sampling\"\n")?;
+    ensure!(partial.seed == 9 && partial.selector == SelectorConfig::DynamicSampling { max_gen_batches: 10 });
+    Ok(())
+}

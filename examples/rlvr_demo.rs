@@ -1,0 +1,501 @@
+//! The end-to-end RLVR demo (`make demo`): a small transformer learns Countdown on CPU.
+//!
+//! Warm start on solver solutions to partial accuracy, then RL with DPS prompt selection and
+//! POPO group replay (by default), held-out pass@1 / pass@k along the way, a JSONL log with the
+//! per-step wall-time split, an accuracy-vs-rollouts plot and a summary table.
+//!
+//! ```text
+//! cargo run --release --features full --example rlvr_demo                     # the default pipeline
+//! cargo run --release --features full --example rlvr_demo -- --config run.toml
+//! cargo run --release --features full --example rlvr_demo -- --selector uniform --no-replay   # plain GRPO
+//! cargo run --release --features full --example rlvr_demo -- --compare --seeds 3              # docs/rlvr-demo.md
+//! ```
+//!
+//! Outputs go to `--out` (default `target/rlvr-demo/`): `config.toml`, `metrics.jsonl`,
+//! `eval.jsonl`, `summary.json`, `accuracy.svg`.
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use frugal_rl::core::{JsonlSink, Metrics, MetricsSink};
+use frugal_rl::rlvr_core::{LpoParams, PolicyLoss, PpoParams, Projection};
+use frugal_rl::rlvr_replay::ReplayParams;
+use frugal_rl::rlvr_select::neural::GpsParams;
+use frugal_rl::rlvr_select::{DpsParams, MoppsParams};
+use frugal_rl::rlvr_train::report::{plot_curves, summary_table, Curve};
+use frugal_rl::rlvr_train::{RunConfig, RunSummary, SelectorConfig, Trainer};
+use indicatif::{ProgressBar, ProgressStyle};
+
+#[derive(Parser, Debug)]
+#[command(about = "End-to-end RLVR on Countdown: warm start, selection, POPO replay, any rlvr-core loss")]
+struct Args {
+    /// TOML run config (fields not given keep their defaults; flags below override it).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Output folder.
+    #[arg(long, default_value = "target/rlvr-demo")]
+    out: PathBuf,
+    /// Seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// RL steps.
+    #[arg(long)]
+    steps: Option<usize>,
+    /// Stop after this many rollouts.
+    #[arg(long)]
+    budget: Option<u64>,
+    /// Selector: uniform, ds, mopps, dps, gps.
+    #[arg(long)]
+    selector: Option<String>,
+    /// Turn POPO replay off.
+    #[arg(long)]
+    no_replay: bool,
+    /// Policy loss: grpo (PPO-clip), dapo (clip-higher 0.28), lpo (forward), lpo-rev.
+    #[arg(long)]
+    loss: Option<String>,
+    /// Warm-start steps (0: none).
+    #[arg(long)]
+    sft_steps: Option<usize>,
+    /// Load warm-start weights instead of training them.
+    #[arg(long)]
+    init_checkpoint: Option<PathBuf>,
+    /// Save the warm-started weights here (before RL).
+    #[arg(long)]
+    save_warm_start: Option<PathBuf>,
+    /// Training prompts.
+    #[arg(long)]
+    train_prompts: Option<usize>,
+    /// Held-out prompts.
+    #[arg(long)]
+    eval_prompts: Option<usize>,
+    /// Evaluate every N steps.
+    #[arg(long)]
+    eval_every: Option<usize>,
+    /// Run the method comparison instead of one run.
+    #[arg(long)]
+    compare: bool,
+    /// Seeds per method in --compare.
+    #[arg(long, default_value_t = 3)]
+    seeds: u64,
+    /// Methods in --compare (comma separated; default all).
+    #[arg(long, default_value = "grpo,ds,mopps,dps,gps,popo,lpo,dps+popo")]
+    methods: String,
+    /// Markdown report of --compare (the part between the results markers is replaced).
+    #[arg(long, default_value = "docs/rlvr-demo.md")]
+    report: PathBuf,
+    /// No progress bar.
+    #[arg(long)]
+    quiet: bool,
+}
+
+fn selector_from_name(name: &str) -> Result<SelectorConfig> {
+    Ok(match name {
+        "uniform" => SelectorConfig::Uniform,
+        "ds" | "dynamic_sampling" => SelectorConfig::DynamicSampling { max_gen_batches: 10 },
+        "mopps" => SelectorConfig::Mopps { params: MoppsParams::default() },
+        "dps" => SelectorConfig::Dps { params: DpsParams::default() },
+        "gps" => SelectorConfig::Gps { params: GpsParams::default(), embed_dim: 32 },
+        other => bail!("unknown selector {other:?} (uniform, ds, mopps, dps, gps)"),
+    })
+}
+
+fn loss_from_name(name: &str) -> Result<PolicyLoss> {
+    Ok(match name {
+        "grpo" | "ppo" => PolicyLoss::Ppo(PpoParams::default()),
+        "dapo" => PolicyLoss::Ppo(PpoParams::dapo()),
+        "lpo" | "lpo-fwd" => PolicyLoss::Lpo(LpoParams { projection: Projection::Forward, ..LpoParams::default() }),
+        "lpo-rev" => PolicyLoss::Lpo(LpoParams { projection: Projection::Reverse, ..LpoParams::default() }),
+        other => bail!("unknown loss {other:?} (grpo, dapo, lpo, lpo-rev)"),
+    })
+}
+
+fn config_from_args(a: &Args) -> Result<RunConfig> {
+    let mut cfg = match &a.config {
+        Some(p) => RunConfig::from_toml_file(p).with_context(|| format!("loading {}", p.display()))?,
+        None => RunConfig::default(),
+    };
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    if let Some(s) = a.steps {
+        cfg.rl.steps = s;
+    }
+    if a.budget.is_some() {
+        cfg.rl.rollout_budget = a.budget;
+    }
+    if let Some(s) = &a.selector {
+        cfg.selector = selector_from_name(s)?;
+    }
+    if a.no_replay {
+        cfg.replay = None;
+    }
+    if let Some(l) = &a.loss {
+        cfg.loss.policy = loss_from_name(l)?;
+    }
+    if let Some(s) = a.sft_steps {
+        cfg.sft.steps = s;
+    }
+    if a.init_checkpoint.is_some() {
+        cfg.sft.init_checkpoint.clone_from(&a.init_checkpoint);
+    }
+    if let Some(n) = a.train_prompts {
+        cfg.task.train_prompts = n;
+    }
+    if let Some(n) = a.eval_prompts {
+        cfg.task.eval_prompts = n;
+    }
+    if let Some(n) = a.eval_every {
+        cfg.eval.every = n;
+    }
+    cfg.check()?;
+    Ok(cfg)
+}
+
+fn bar(quiet: bool, len: u64, what: &str) -> ProgressBar {
+    if quiet {
+        return ProgressBar::hidden();
+    }
+    let pb = ProgressBar::new(len);
+    pb.set_style(
+        ProgressStyle::with_template(&format!("{what:>10} [{{elapsed_precise}}] {{bar:30}} {{pos}}/{{len}} {{msg}}"))
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+/// One full run (warm start + RL) with logs under `out`.
+fn run_one(cfg: RunConfig, out: &Path, quiet: bool, save_warm_start: Option<&Path>) -> Result<RunSummary> {
+    std::fs::create_dir_all(out)?;
+    std::fs::write(out.join("config.toml"), cfg.to_toml()?)?;
+    let mut trainer = Trainer::new(cfg.clone())?;
+    if cfg.sft.init_checkpoint.is_none() && cfg.sft.steps > 0 {
+        let pb = bar(quiet, cfg.sft.steps as u64, "warm start");
+        trainer.warm_start(&mut |_, loss| {
+            pb.set_message(format!("nll {loss:.3}"));
+            pb.inc(1);
+        })?;
+        pb.finish_and_clear();
+    } else {
+        trainer.warm_start(&mut |_, _| {})?;
+    }
+    if let Some(p) = save_warm_start {
+        if let Some(dir) = p.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        trainer.model().save(p)?;
+    }
+    let mut steps_log = JsonlSink::create(out.join("metrics.jsonl"))?;
+    let mut eval_log = JsonlSink::create(out.join("eval.jsonl"))?;
+    let pb = bar(quiet, cfg.rl.steps as u64, "rl");
+    let (mut step_err, mut eval_err) = (None, None);
+    let summary = trainer.run(
+        &mut |rec| {
+            if let Err(e) = steps_log.log(rec.step, &rec.metrics) {
+                step_err.get_or_insert(e);
+            }
+            pb.set_message(format!(
+                "reward {:.3} success {:.3} rollouts {}",
+                rec.reward_mean,
+                rec.success_rate,
+                rec.rollouts.total()
+            ));
+            pb.inc(1);
+        },
+        &mut |p| {
+            let mut m = Metrics::new();
+            m.insert("rollouts", p.rollouts as f64);
+            m.insert("eval/pass@1", p.report.pass_at_1);
+            m.insert(format!("eval/pass@{}", p.report.k), p.report.pass_at_k);
+            m.insert("eval/mean_reward", p.report.mean_reward);
+            m.insert("eval/malformed", p.report.malformed);
+            for (l, v) in &p.report.pass_at_1_by_level {
+                m.insert(format!("eval/pass@1/level{l}"), *v);
+            }
+            if let Err(e) = eval_log.log(p.step, &m) {
+                eval_err.get_or_insert(e);
+            }
+            pb.println(format!(
+                "  eval @ step {:>3} ({:>6} rollouts): pass@1 {:.3}  pass@{} {:.3}",
+                p.step, p.rollouts, p.report.pass_at_1, p.report.k, p.report.pass_at_k
+            ));
+        },
+    )?;
+    pb.finish_and_clear();
+    if let Some(e) = step_err.or(eval_err) {
+        return Err(e.into());
+    }
+    steps_log.flush()?;
+    eval_log.flush()?;
+    std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?)?;
+    Ok(summary)
+}
+
+fn print_summary(cfg: &RunConfig, s: &RunSummary, plot: &Path) {
+    println!();
+    println!(
+        "selector {} | loss {} | replay {} | seed {} | {} steps",
+        s.selector,
+        s.loss,
+        if s.replay { "POPO" } else { "off" },
+        s.seed,
+        s.steps
+    );
+    println!(
+        "held-out pass@1:        {:.3} -> {:.3}   ({} prompts x {} samples, T = {})",
+        s.initial.pass_at_1, s.last.pass_at_1, cfg.task.eval_prompts, cfg.eval.samples, cfg.eval.temperature
+    );
+    println!("held-out pass@{}:        {:.3} -> {:.3}", s.last.k, s.initial.pass_at_k, s.last.pass_at_k);
+    for (l, v) in &s.last.pass_at_1_by_level {
+        let before = s.initial.pass_at_1_by_level.get(l).copied().unwrap_or(f64::NAN);
+        println!("  level {l} pass@1:        {before:.3} -> {v:.3}");
+    }
+    println!(
+        "rollouts used:          {} (training {}, selection {})",
+        s.rollouts.total(),
+        s.rollouts.train,
+        s.rollouts.selection
+    );
+    println!("effective-sample ratio: {:.3} of generated groups had mixed rewards", s.generated_effective_ratio);
+    println!("                        {:.3} of trained groups had non-zero advantages", s.batch_effective_ratio);
+    let t = s.seconds;
+    println!(
+        "wall time:              warm start {:.1} s; RL generation {:.1} s, scoring {:.2} s, selection {:.2} s, loss {:.1} s, eval {:.1} s",
+        s.warm_start_seconds, t.generation, t.scoring, t.selection, t.loss, t.eval
+    );
+    println!("plot:                   {}", plot.display());
+}
+
+struct Method {
+    name: &'static str,
+    apply: fn(&mut RunConfig),
+}
+
+fn methods() -> Vec<Method> {
+    fn no_replay(c: &mut RunConfig) {
+        c.replay = None;
+        c.loss.correction = None;
+    }
+    fn replay(c: &mut RunConfig) {
+        c.replay = Some(ReplayParams::new(c.rl.group_size));
+    }
+    vec![
+        Method {
+            name: "grpo",
+            apply: |c| {
+                c.selector = SelectorConfig::Uniform;
+                no_replay(c);
+            },
+        },
+        Method {
+            name: "ds",
+            apply: |c| {
+                c.selector = SelectorConfig::DynamicSampling { max_gen_batches: 10 };
+                no_replay(c);
+            },
+        },
+        Method {
+            name: "mopps",
+            apply: |c| {
+                c.selector = SelectorConfig::Mopps { params: MoppsParams::default() };
+                no_replay(c);
+            },
+        },
+        Method {
+            name: "dps",
+            apply: |c| {
+                c.selector = SelectorConfig::Dps { params: DpsParams::default() };
+                no_replay(c);
+            },
+        },
+        Method {
+            name: "gps",
+            apply: |c| {
+                c.selector = SelectorConfig::Gps { params: GpsParams::default(), embed_dim: 32 };
+                no_replay(c);
+            },
+        },
+        Method {
+            name: "popo",
+            apply: |c| {
+                c.selector = SelectorConfig::Uniform;
+                replay(c);
+            },
+        },
+        Method {
+            name: "lpo",
+            apply: |c| {
+                c.selector = SelectorConfig::Uniform;
+                no_replay(c);
+                c.loss.policy = PolicyLoss::Lpo(LpoParams::default());
+            },
+        },
+        Method {
+            name: "dps+popo",
+            apply: |c| {
+                c.selector = SelectorConfig::Dps { params: DpsParams::default() };
+                replay(c);
+            },
+        },
+    ]
+}
+
+fn compare(a: &Args, base: &RunConfig) -> Result<()> {
+    let wanted: Vec<&str> = a.methods.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let all = methods();
+    for w in &wanted {
+        if !all.iter().any(|m| m.name == *w) {
+            bail!("unknown method {w:?}; known: {}", all.iter().map(|m| m.name).collect::<Vec<_>>().join(", "));
+        }
+    }
+    let started = Instant::now();
+    let mut results: Vec<(&'static str, Vec<RunSummary>)> = Vec::new();
+    for m in all.iter().filter(|m| wanted.contains(&m.name)) {
+        results.push((m.name, Vec::new()));
+    }
+    for seed in 0..a.seeds {
+        // One warm start per seed, shared by every method: same initial policy.
+        let mut ws = base.clone();
+        ws.seed = base.seed + seed;
+        let ckpt = a.out.join(format!("seed{seed}")).join("warm_start.safetensors");
+        if base.sft.init_checkpoint.is_none() {
+            let mut t = Trainer::new(ws.clone())?;
+            t.warm_start(&mut |_, _| {})?;
+            std::fs::create_dir_all(ckpt.parent().unwrap_or(Path::new(".")))?;
+            t.model().save(&ckpt)?;
+        }
+        for (name, runs) in &mut results {
+            let Some(m) = all.iter().find(|m| m.name == *name) else { continue };
+            let mut cfg = ws.clone();
+            (m.apply)(&mut cfg);
+            if cfg.sft.init_checkpoint.is_none() {
+                cfg.sft.init_checkpoint = Some(ckpt.clone());
+            }
+            cfg.check()?;
+            let out = a.out.join(format!("seed{seed}")).join(name.replace('+', "_"));
+            let s = run_one(cfg, &out, true, None)?;
+            println!(
+                "seed {seed} {name:>9}: pass@1 {:.3} -> {:.3}, {} rollouts, {} steps ({:.0} s elapsed)",
+                s.initial.pass_at_1,
+                s.last.pass_at_1,
+                s.rollouts.total(),
+                s.steps,
+                started.elapsed().as_secs_f64()
+            );
+            runs.push(s);
+        }
+    }
+    write_report(a, base, &results, started.elapsed().as_secs_f64())
+}
+
+fn mean_std(xs: &[f64]) -> (f64, f64) {
+    let n = xs.len().max(1) as f64;
+    let m = xs.iter().sum::<f64>() / n;
+    let v = if xs.len() > 1 { xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0) } else { 0.0 };
+    (m, v.sqrt())
+}
+
+fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)], seconds: f64) -> Result<()> {
+    let curves: Vec<Curve> = results
+        .iter()
+        .map(|(name, runs)| {
+            let cs: Vec<Curve> = runs.iter().map(|r| Curve::pass_at_1(*name, &r.curve)).collect();
+            Curve::mean(*name, &cs)
+        })
+        .collect();
+    let plot = a.report.with_extension("svg");
+    plot_curves(&plot, "Countdown: held-out pass@1 vs rollouts (mean over seeds)", &curves)?;
+    // Target: dynamic sampling's final accuracy (mean over seeds), when DS ran.
+    let ds_target = results
+        .iter()
+        .find(|(n, _)| *n == "ds")
+        .map(|(_, runs)| mean_std(&runs.iter().map(|r| r.last.pass_at_1).collect::<Vec<_>>()).0);
+    let mut md = String::new();
+    let budget = match base.rl.rollout_budget {
+        Some(b) => format!("the same rollout budget ({b} rollouts, at most {} training steps)", base.rl.steps),
+        None => format!(
+            "the same number of training steps ({}; dynamic sampling spends more rollouts per step)",
+            base.rl.steps
+        ),
+    };
+    writeln!(
+        md,
+        "Every method runs {budget} from the same warm start per seed; {} seeds; {} held-out prompts × {} samples at T = {}. Mean ± sample std over seeds. Wall time of the whole comparison: {:.0} s.\n",
+        a.seeds, base.task.eval_prompts, base.eval.samples, base.eval.temperature, seconds
+    )?;
+    writeln!(md, "| method | pass@1 before | pass@1 after | pass@{k} after | steps | rollouts | generated effective | batch effective | rollouts to DS's final pass@1{t} |",
+        k = base.eval.k,
+        t = ds_target.map_or(String::new(), |t| format!(" ({t:.3})")))?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
+    for ((name, runs), curve) in results.iter().zip(&curves) {
+        let col = |f: &dyn Fn(&RunSummary) -> f64| mean_std(&runs.iter().map(f).collect::<Vec<_>>());
+        let (b, bs) = col(&|r| r.initial.pass_at_1);
+        let (p, ps) = col(&|r| r.last.pass_at_1);
+        let (k, ks) = col(&|r| r.last.pass_at_k);
+        let (st, _) = col(&|r| r.steps as f64);
+        let (ro, _) = col(&|r| r.rollouts.total() as f64);
+        let (ge, _) = col(&|r| r.generated_effective_ratio);
+        let (be, _) = col(&|r| r.batch_effective_ratio);
+        let reach = match ds_target {
+            Some(t) => curve.rollouts_to_reach(t).map_or("not reached".to_string(), |x| format!("{x:.0}")),
+            None => "-".into(),
+        };
+        writeln!(
+            md,
+            "| {name} | {b:.3} ± {bs:.3} | {p:.3} ± {ps:.3} | {k:.3} ± {ks:.3} | {st:.0} | {ro:.0} | {ge:.2} | {be:.2} | {reach} |"
+        )?;
+    }
+    writeln!(
+        md,
+        "\n![held-out pass@1 vs rollouts]({})\n",
+        plot.file_name().and_then(|f| f.to_str()).unwrap_or("rlvr-demo.svg")
+    )?;
+    writeln!(md, "Per-seed runs:\n")?;
+    let rows: Vec<(String, &RunSummary)> = results
+        .iter()
+        .flat_map(|(name, runs)| runs.iter().map(move |r| (format!("{name} (seed {})", r.seed), r)))
+        .collect();
+    md.push_str(&summary_table(&rows));
+
+    let begin = "<!-- results:begin -->";
+    let end = "<!-- results:end -->";
+    let block = format!("{begin}\n{md}{end}");
+    let text = match std::fs::read_to_string(&a.report) {
+        Ok(old) => match (old.find(begin), old.find(end)) {
+            (Some(i), Some(j)) if j > i => format!("{}{block}{}", &old[..i], &old[j + end.len()..]),
+            _ => format!("{old}\n{block}\n"),
+        },
+        Err(_) => format!("# RLVR demo: method comparison\n\n{block}\n"),
+    };
+    std::fs::write(&a.report, text)?;
+    println!("\n{md}");
+    println!("report: {}\nplot:   {}", a.report.display(), plot.display());
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let a = Args::parse();
+    let cfg = config_from_args(&a)?;
+    let device = frugal_rl::rlvr_train::device_of(&cfg)?;
+    println!(
+        "device {} | {:?} levels {:?} | {} train / {} held-out prompts | model {} parameters",
+        frugal_rl::nn::device_name(device),
+        cfg.task.pool.family,
+        cfg.task.pool.levels,
+        cfg.task.train_prompts,
+        cfg.task.eval_prompts,
+        cfg.model.num_parameters()
+    );
+    if a.compare {
+        return compare(&a, &cfg);
+    }
+    let s = run_one(cfg.clone(), &a.out, a.quiet, a.save_warm_start.as_deref())?;
+    let plot = a.out.join("accuracy.svg");
+    let label = format!("{}{}", s.selector, if s.replay { " + POPO" } else { "" });
+    plot_curves(&plot, "held-out pass@1 vs rollouts", &[Curve::pass_at_1(label.clone(), &s.curve)])?;
+    print_summary(&cfg, &s, &plot);
+    println!("\n{}", summary_table(&[(label, &s)]));
+    println!("metrics: {}", a.out.join("metrics.jsonl").display());
+    Ok(())
+}
