@@ -24,7 +24,7 @@ use frugal_rl::rlvr_core::{LpoParams, PolicyLoss, PpoParams, Projection};
 use frugal_rl::rlvr_replay::ReplayParams;
 use frugal_rl::rlvr_select::neural::GpsParams;
 use frugal_rl::rlvr_select::{DpsParams, MoppsParams};
-use frugal_rl::rlvr_train::report::{plot_curves, summary_table, Curve};
+use frugal_rl::rlvr_train::report::{plot_curves, plot_panels, summary_table, Curve, Panel};
 use frugal_rl::rlvr_train::{RunConfig, RunSummary, SelectorConfig, Trainer};
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -82,6 +82,17 @@ struct Args {
     /// Methods in --compare (comma separated; default all).
     #[arg(long, default_value = "grpo,ds,mopps,dps,gps,popo,lpo,dps+popo")]
     methods: String,
+    /// In --compare, load runs that already have a `summary.json` under --out instead of
+    /// running them again (resume an interrupted comparison, or re-render its report).
+    #[arg(long)]
+    reuse: bool,
+    /// Pass@1 target of the "rollouts to reach" column (default: dynamic sampling's final mean
+    /// pass@1 when `ds` is among the methods).
+    #[arg(long)]
+    target: Option<f64>,
+    /// Name of the marked section of --report to replace (`<!-- NAME:begin -->` ... `<!-- NAME:end -->`).
+    #[arg(long, default_value = "results")]
+    section: String,
     /// Markdown report of --compare (the part between the results markers is replaced).
     #[arg(long, default_value = "docs/rlvr-demo.md")]
     report: PathBuf,
@@ -359,7 +370,7 @@ fn compare(a: &Args, base: &RunConfig) -> Result<()> {
         let mut ws = base.clone();
         ws.seed = base.seed + seed;
         let ckpt = a.out.join(format!("seed{seed}")).join("warm_start.safetensors");
-        if base.sft.init_checkpoint.is_none() {
+        if base.sft.init_checkpoint.is_none() && !(a.reuse && ckpt.exists()) {
             let mut t = Trainer::new(ws.clone())?;
             t.warm_start(&mut |_, _| {})?;
             std::fs::create_dir_all(ckpt.parent().unwrap_or(Path::new(".")))?;
@@ -374,7 +385,13 @@ fn compare(a: &Args, base: &RunConfig) -> Result<()> {
             }
             cfg.check()?;
             let out = a.out.join(format!("seed{seed}")).join(name.replace('+', "_"));
-            let s = run_one(cfg, &out, true, None)?;
+            let saved = out.join("summary.json");
+            let s = if a.reuse && saved.exists() {
+                serde_json::from_str(&std::fs::read_to_string(&saved)?)
+                    .with_context(|| format!("reading {}", saved.display()))?
+            } else {
+                run_one(cfg, &out, true, None)?
+            };
             println!(
                 "seed {seed} {name:>9}: pass@1 {:.3} -> {:.3}, {} rollouts, {} steps ({:.0} s elapsed)",
                 s.initial.pass_at_1,
@@ -404,13 +421,36 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)],
             Curve::mean(*name, &cs)
         })
         .collect();
-    let plot = a.report.with_extension("svg");
-    plot_curves(&plot, "Countdown: held-out pass@1 vs rollouts (mean over seeds)", &curves)?;
-    // Target: dynamic sampling's final accuracy (mean over seeds), when DS ran.
-    let ds_target = results
+    let by_step: Vec<Curve> = results
         .iter()
-        .find(|(n, _)| *n == "ds")
-        .map(|(_, runs)| mean_std(&runs.iter().map(|r| r.last.pass_at_1).collect::<Vec<_>>()).0);
+        .map(|(name, runs)| {
+            let cs: Vec<Curve> = runs.iter().map(|r| Curve::pass_at_1_by_step(*name, &r.curve)).collect();
+            Curve::mean(*name, &cs)
+        })
+        .collect();
+    let plot = a.report.with_extension("svg");
+    plot_panels(
+        &plot,
+        "Countdown: held-out pass@1 (mean over seeds)",
+        &[
+            Panel { x_label: "rollouts (training + selection)".into(), curves: curves.clone() },
+            Panel { x_label: "training steps".into(), curves: by_step },
+        ],
+    )?;
+    // Target: dynamic sampling's final accuracy (mean over seeds), when DS ran.
+    let ds_target = a.target.or_else(|| {
+        results
+            .iter()
+            .find(|(n, _)| *n == "ds")
+            .map(|(_, runs)| mean_std(&runs.iter().map(|r| r.last.pass_at_1).collect::<Vec<_>>()).0)
+    });
+    let target_name = if a.target.is_some() { "the target" } else { "DS's final" };
+    // A target every method reaches: the lowest final mean pass@1.
+    let finals: Vec<f64> = results
+        .iter()
+        .map(|(_, runs)| mean_std(&runs.iter().map(|r| r.last.pass_at_1).collect::<Vec<_>>()).0)
+        .collect();
+    let common = finals.iter().copied().fold(f64::INFINITY, f64::min);
     let mut md = String::new();
     let budget = match base.rl.rollout_budget {
         Some(b) => format!("the same rollout budget ({b} rollouts, at most {} training steps)", base.rl.steps),
@@ -424,10 +464,13 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)],
         "Every method runs {budget} from the same warm start per seed; {} seeds; {} held-out prompts × {} samples at T = {}. Mean ± sample std over seeds. Wall time of the whole comparison: {:.0} s.\n",
         a.seeds, base.task.eval_prompts, base.eval.samples, base.eval.temperature, seconds
     )?;
-    writeln!(md, "| method | pass@1 before | pass@1 after | pass@{k} after | steps | rollouts | generated effective | batch effective | rollouts to DS's final pass@1{t} |",
+    writeln!(
+        md,
+        "| method | pass@1 before | pass@1 after | pass@{k} after | steps | rollouts | generated effective | batch effective | rollouts to pass@1 {common:.3} (lowest final) | rollouts to {target_name} pass@1{t} |",
         k = base.eval.k,
-        t = ds_target.map_or(String::new(), |t| format!(" ({t:.3})")))?;
-    writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
+        t = ds_target.map_or(String::new(), |t| format!(" ({t:.3})"))
+    )?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|")?;
     for ((name, runs), curve) in results.iter().zip(&curves) {
         let col = |f: &dyn Fn(&RunSummary) -> f64| mean_std(&runs.iter().map(f).collect::<Vec<_>>());
         let (b, bs) = col(&|r| r.initial.pass_at_1);
@@ -437,13 +480,14 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)],
         let (ro, _) = col(&|r| r.rollouts.total() as f64);
         let (ge, _) = col(&|r| r.generated_effective_ratio);
         let (be, _) = col(&|r| r.batch_effective_ratio);
+        let reach_common = curve.rollouts_to_reach(common).map_or("not reached".to_string(), |x| format!("{x:.0}"));
         let reach = match ds_target {
             Some(t) => curve.rollouts_to_reach(t).map_or("not reached".to_string(), |x| format!("{x:.0}")),
             None => "-".into(),
         };
         writeln!(
             md,
-            "| {name} | {b:.3} ± {bs:.3} | {p:.3} ± {ps:.3} | {k:.3} ± {ks:.3} | {st:.0} | {ro:.0} | {ge:.2} | {be:.2} | {reach} |"
+            "| {name} | {b:.3} ± {bs:.3} | {p:.3} ± {ps:.3} | {k:.3} ± {ks:.3} | {st:.0} | {ro:.0} | {ge:.2} | {be:.2} | {reach_common} | {reach} |"
         )?;
     }
     writeln!(
@@ -458,11 +502,11 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)],
         .collect();
     md.push_str(&summary_table(&rows));
 
-    let begin = "<!-- results:begin -->";
-    let end = "<!-- results:end -->";
+    let begin = format!("<!-- {}:begin -->", a.section);
+    let end = format!("<!-- {}:end -->", a.section);
     let block = format!("{begin}\n{md}{end}");
     let text = match std::fs::read_to_string(&a.report) {
-        Ok(old) => match (old.find(begin), old.find(end)) {
+        Ok(old) => match (old.find(&begin), old.find(&end)) {
             (Some(i), Some(j)) if j > i => format!("{}{block}{}", &old[..i], &old[j + end.len()..]),
             _ => format!("{old}\n{block}\n"),
         },

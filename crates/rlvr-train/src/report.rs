@@ -17,9 +17,14 @@ pub struct Curve {
 }
 
 impl Curve {
-    /// The pass@1 curve of an evaluation history.
+    /// The pass@1 curve of an evaluation history against rollouts spent.
     pub fn pass_at_1(label: impl Into<String>, history: &[EvalPoint]) -> Self {
         Self { label: label.into(), points: history.iter().map(|p| (p.rollouts as f64, p.report.pass_at_1)).collect() }
+    }
+
+    /// The pass@1 curve of an evaluation history against training steps.
+    pub fn pass_at_1_by_step(label: impl Into<String>, history: &[EvalPoint]) -> Self {
+        Self { label: label.into(), points: history.iter().map(|p| (p.step as f64, p.report.pass_at_1)).collect() }
     }
 
     /// The mean of several curves evaluated at the same points (runs of one method over
@@ -54,11 +59,28 @@ impl Curve {
     }
 }
 
+/// One panel of a plot: curves sharing an x axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Panel {
+    /// X-axis label.
+    pub x_label: String,
+    /// The curves.
+    pub curves: Vec<Curve>,
+}
+
 /// Writes an SVG line plot of the curves (x: rollouts, y: held-out pass@1).
 ///
 /// # Errors
 /// [`TrainError::Plot`] on a drawing or file error.
 pub fn plot_curves(path: impl AsRef<Path>, title: &str, curves: &[Curve]) -> Result<()> {
+    plot_panels(path, title, &[Panel { x_label: "rollouts (training + selection)".into(), curves: curves.to_vec() }])
+}
+
+/// Writes an SVG with the panels side by side (y: held-out pass@1, shared range).
+///
+/// # Errors
+/// [`TrainError::Plot`] on a drawing or file error.
+pub fn plot_panels(path: impl AsRef<Path>, title: &str, panels: &[Panel]) -> Result<()> {
     let path = path.as_ref();
     if let Some(parent) = path.parent() {
         if !parent.as_os_str().is_empty() {
@@ -66,39 +88,41 @@ pub fn plot_curves(path: impl AsRef<Path>, title: &str, curves: &[Curve]) -> Res
         }
     }
     let err = |e: &dyn std::fmt::Display| TrainError::Plot(format!("{}: {e}", path.display()));
-    let x_max = curves.iter().flat_map(|c| c.points.iter().map(|p| p.0)).fold(1.0_f64, f64::max);
-    let y_max = curves.iter().flat_map(|c| c.points.iter().map(|p| p.1)).fold(0.1_f64, f64::max);
-    let root = SVGBackend::new(path, (800, 500)).into_drawing_area();
+    let all = || panels.iter().flat_map(|p| p.curves.iter().flat_map(|c| c.points.iter()));
+    let y_max = all().map(|p| p.1).fold(0.1_f64, f64::max);
+    let y_min = all().map(|p| p.1).fold(y_max, f64::min);
+    let y_range = (y_min - 0.05).max(0.0)..(y_max + 0.05).min(1.0);
+    let width = 800 * panels.len().max(1) as u32;
+    let root = SVGBackend::new(path, (width, 500)).into_drawing_area();
     root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 20))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(55)
-        .build_cartesian_2d(0.0..x_max * 1.02, 0.0..(y_max * 1.1).min(1.0))
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc("rollouts (training + selection)")
-        .y_desc("held-out pass@1")
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, c) in curves.iter().enumerate() {
-        let color = Palette99::pick(i).to_rgba();
+    let root = root.titled(title, ("sans-serif", 20)).map_err(|e| err(&e))?;
+    let areas = root.split_evenly((1, panels.len().max(1)));
+    for (panel, area) in panels.iter().zip(areas.iter()) {
+        let x_max = panel.curves.iter().flat_map(|c| c.points.iter().map(|p| p.0)).fold(1.0_f64, f64::max);
+        let mut chart = ChartBuilder::on(area)
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(55)
+            .build_cartesian_2d(0.0..x_max * 1.02, y_range.clone())
+            .map_err(|e| err(&e))?;
+        chart.configure_mesh().x_desc(panel.x_label.as_str()).y_desc("held-out pass@1").draw().map_err(|e| err(&e))?;
+        for (i, c) in panel.curves.iter().enumerate() {
+            let color = Palette99::pick(i).to_rgba();
+            chart
+                .draw_series(LineSeries::new(c.points.iter().copied(), color.stroke_width(2)))
+                .map_err(|e| err(&e))?
+                .label(c.label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
+            chart.draw_series(c.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| err(&e))?;
+        }
         chart
-            .draw_series(LineSeries::new(c.points.iter().copied(), color.stroke_width(2)))
-            .map_err(|e| err(&e))?
-            .label(c.label.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2)));
-        chart.draw_series(c.points.iter().map(|&p| Circle::new(p, 3, color.filled()))).map_err(|e| err(&e))?;
+            .configure_series_labels()
+            .position(SeriesLabelPosition::LowerRight)
+            .background_style(WHITE.mix(0.85))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|e| err(&e))?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
 }
