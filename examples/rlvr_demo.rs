@@ -183,11 +183,19 @@ fn run_one(cfg: RunConfig, out: &Path, quiet: bool, save_warm_start: Option<&Pat
     let mut trainer = Trainer::new(cfg.clone())?;
     if cfg.sft.init_checkpoint.is_none() && cfg.sft.steps > 0 {
         let pb = bar(quiet, cfg.sft.steps as u64, "warm start");
-        trainer.warm_start(&mut |_, loss| {
+        let t0 = Instant::now();
+        let nll = trainer.warm_start(&mut |_, loss| {
             pb.set_message(format!("nll {loss:.3}"));
             pb.inc(1);
         })?;
         pb.finish_and_clear();
+        if let (false, Some(first), Some(last)) = (quiet, nll.first(), nll.last()) {
+            println!(
+                "warm start: {} supervised steps on solver solutions, token nll {first:.3} -> {last:.3} ({:.1} s)",
+                nll.len(),
+                t0.elapsed().as_secs_f64()
+            );
+        }
     } else {
         trainer.warm_start(&mut |_, _| {})?;
     }
@@ -227,10 +235,15 @@ fn run_one(cfg: RunConfig, out: &Path, quiet: bool, save_warm_start: Option<&Pat
             if let Err(e) = eval_log.log(p.step, &m) {
                 eval_err.get_or_insert(e);
             }
-            pb.println(format!(
-                "  eval @ step {:>3} ({:>6} rollouts): pass@1 {:.3}  pass@{} {:.3}",
-                p.step, p.rollouts, p.report.pass_at_1, p.report.k, p.report.pass_at_k
-            ));
+            // `suspend` (not `println`) so the line also appears when stderr is not a terminal.
+            if !quiet {
+                pb.suspend(|| {
+                    println!(
+                        "  eval @ step {:>3} ({:>6} rollouts): pass@1 {:.3}  pass@{} {:.3}",
+                        p.step, p.rollouts, p.report.pass_at_1, p.report.k, p.report.pass_at_k
+                    );
+                });
+            }
         },
     )?;
     pb.finish_and_clear();
@@ -403,7 +416,8 @@ fn compare(a: &Args, base: &RunConfig) -> Result<()> {
             runs.push(s);
         }
     }
-    write_report(a, base, &results, started.elapsed().as_secs_f64())
+    println!("comparison done in {:.0} s", started.elapsed().as_secs_f64());
+    write_report(a, base, &results)
 }
 
 fn mean_std(xs: &[f64]) -> (f64, f64) {
@@ -413,7 +427,8 @@ fn mean_std(xs: &[f64]) -> (f64, f64) {
     (m, v.sqrt())
 }
 
-fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)], seconds: f64) -> Result<()> {
+fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)]) -> Result<()> {
+    let device = frugal_rl::nn::device_name(frugal_rl::rlvr_train::device_of(base)?);
     let curves: Vec<Curve> = results
         .iter()
         .map(|(name, runs)| {
@@ -428,7 +443,12 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)],
             Curve::mean(*name, &cs)
         })
         .collect();
-    let plot = a.report.with_extension("svg");
+    // `docs/rlvr-demo.md` -> `docs/rlvr-demo.svg` (section `results`) or `docs/rlvr-demo-<section>.svg`.
+    let stem = a.report.file_stem().and_then(|f| f.to_str()).unwrap_or("report");
+    let plot = match a.section.as_str() {
+        "results" => a.report.with_extension("svg"),
+        section => a.report.with_file_name(format!("{stem}-{section}.svg")),
+    };
     plot_panels(
         &plot,
         "Countdown: held-out pass@1 (mean over seeds)",
@@ -451,6 +471,11 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)],
         .map(|(_, runs)| mean_std(&runs.iter().map(|r| r.last.pass_at_1).collect::<Vec<_>>()).0)
         .collect();
     let common = finals.iter().copied().fold(f64::INFINITY, f64::min);
+    let run_seconds: f64 = results
+        .iter()
+        .flat_map(|(_, runs)| runs.iter())
+        .map(|r| r.seconds.generation + r.seconds.scoring + r.seconds.selection + r.seconds.loss + r.seconds.eval)
+        .sum();
     let mut md = String::new();
     let budget = match base.rl.rollout_budget {
         Some(b) => format!("the same rollout budget ({b} rollouts, at most {} training steps)", base.rl.steps),
@@ -461,8 +486,8 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)],
     };
     writeln!(
         md,
-        "Every method runs {budget} from the same warm start per seed; {} seeds; {} held-out prompts × {} samples at T = {}. Mean ± sample std over seeds. Wall time of the whole comparison: {:.0} s.\n",
-        a.seeds, base.task.eval_prompts, base.eval.samples, base.eval.temperature, seconds
+        "Every method runs {budget} from the same warm start per seed; {} seeds; {} held-out prompts × {} samples at T = {}. Mean ± sample std over seeds. Run time: {:.0} s of RL and evaluation summed over the runs (device: {}).\n",
+        a.seeds, base.task.eval_prompts, base.eval.samples, base.eval.temperature, run_seconds, device
     )?;
     writeln!(
         md,
