@@ -43,7 +43,9 @@ pub struct RunConfig {
     /// Prompt selection.
     pub selector: SelectorConfig,
     /// POPO group replay; `None` trains every rolled-out group as it is (ineffective groups
-    /// contribute zero advantage).
+    /// contribute zero advantage). In TOML: a `[replay]` table (fields default to
+    /// `ReplayParams`'s), `replay = true` (all defaults) or `replay = false` (off).
+    #[serde(with = "replay_setting")]
     pub replay: Option<ReplayParams>,
     /// The policy loss (any `rlvr-core` loss, aggregation, KL, correction).
     pub loss: LossParams,
@@ -396,5 +398,34 @@ impl EvalConfig {
             return Err(invalid("eval.temperature", self.temperature, "must be finite and > 0"));
         }
         Ok(())
+    }
+}
+
+/// `replay` in TOML/JSON: a table of `ReplayParams`, or a boolean (`false` = off, `true` = the
+/// defaults). TOML has no null, so "off" is written as `false`.
+mod replay_setting {
+    use rlvr_replay::ReplayParams;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Setting {
+        Flag(bool),
+        Params(Box<ReplayParams>),
+    }
+
+    pub(super) fn serialize<S: Serializer>(v: &Option<ReplayParams>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(p) => p.serialize(s),
+            None => s.serialize_bool(false),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ReplayParams>, D::Error> {
+        Ok(match Setting::deserialize(d)? {
+            Setting::Flag(false) => None,
+            Setting::Flag(true) => Some(ReplayParams::default()),
+            Setting::Params(p) => Some(*p),
+        })
     }
 }

@@ -147,6 +147,14 @@ fn config_round_trips_through_toml() -> Result<()> {
     let text = c.to_toml()?;
     let back = RunConfig::from_toml_str(&text)?;
     ensure!(back == c, "{text}");
+    let mut off = tiny(3);
+    off.replay = None;
+    let text = off.to_toml()?;
+    ensure!(RunConfig::from_toml_str(&text)? == off, "{text}");
+    ensure!(RunConfig::from_toml_str("replay = false\n")?.replay.is_none());
+    ensure!(RunConfig::from_toml_str("replay = true\n")?.replay == Some(ReplayParams::default()));
+    let with_age = RunConfig::from_toml_str("[replay]\nmax_age = 2\n")?;
+    ensure!(with_age.replay.as_ref().map(|r| r.max_age) == Some(2));
     let partial = RunConfig::from_toml_str("seed = 9\n[selector]\nkind = \"dynamic_sampling\"\n")?;
     ensure!(partial.seed == 9 && partial.selector == SelectorConfig::DynamicSampling { max_gen_batches: 10 });
     Ok(())
