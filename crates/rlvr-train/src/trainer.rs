@@ -2,7 +2,7 @@
 //! the loss, step the optimizer, feed the outcomes back to the selector.
 
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rand::RngCore;
 use rl_core::{derive_seed_named, rng_from_seed, Metrics, SeededRng};
@@ -438,7 +438,8 @@ impl Trainer {
         let split = TimeSplit {
             generation: times.generation.as_secs_f64(),
             scoring: times.scoring.as_secs_f64(),
-            selection: (sel_elapsed.saturating_sub(oracle_inner(sel_inner, sel_elapsed)) + obs_elapsed).as_secs_f64(),
+            // Selection's own time: its wall time minus the generation and scoring it triggered.
+            selection: (sel_elapsed.saturating_sub(sel_inner) + obs_elapsed).as_secs_f64(),
             loss: loss_elapsed.as_secs_f64(),
             eval: 0.0,
         };
@@ -590,11 +591,6 @@ impl Trainer {
             warm_start_seconds: self.warm_start_seconds,
         })
     }
-}
-
-/// The generation + scoring time that happened inside selection (bounded by its wall time).
-fn oracle_inner(inner: Duration, selection: Duration) -> Duration {
-    inner.min(selection)
 }
 
 /// Scales gradients so their global L2 norm is at most `max` (when set); returns the norm
