@@ -64,6 +64,13 @@ pub enum RlCoreError {
     Json(#[from] serde_json::Error),
 }
 
+impl RlCoreError {
+    /// [`RlCoreError::InvalidParameter`] for field `name` holding `value`.
+    pub fn invalid(name: impl Into<String>, value: impl std::fmt::Display, reason: impl Into<String>) -> Self {
+        RlCoreError::InvalidParameter { name: name.into(), value: value.to_string(), reason: reason.into() }
+    }
+}
+
 /// `Result` with [`RlCoreError`].
 pub type Result<T, E = RlCoreError> = std::result::Result<T, E>;
 

@@ -9,6 +9,7 @@
 //!   timeout) with validation, sampling and returns-to-go.
 //! - [`EpisodeStats`] / [`EpisodeSummary`]: episode returns and lengths.
 //! - [`Metrics`], [`MetricsSink`], [`JsonlSink`]: named scalars logged as JSON lines.
+//! - [`Params`] / [`Valid`]: the one validation shape of every parameter set.
 //! - [`seed`]: reproducible, serialisable generators and derived streams.
 //! - [`stats`]: running mean/std, quantiles, CVaR, Pearson/Spearman.
 //! - [`RlCoreError`]: the one error type; nothing here panics on caller input.
@@ -29,6 +30,7 @@ pub mod env;
 pub mod episode;
 pub mod error;
 pub mod metrics;
+pub mod params;
 pub mod seed;
 pub mod space;
 pub mod stats;
@@ -38,6 +40,7 @@ pub use env::{rollout_episode, ActMode, Env, Policy, RandomPolicy, Step};
 pub use episode::{EpisodeStats, EpisodeSummary};
 pub use error::{check_finite, check_finite_f64, Result, RlCoreError};
 pub use metrics::{JsonlSink, MemorySink, Metrics, MetricsSink};
+pub use params::{Params, Valid};
 pub use seed::{derive_seed, derive_seed_named, rng_from_seed, SeededRng};
 pub use space::Space;
 
