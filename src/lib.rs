@@ -13,11 +13,14 @@
 //! | `rl-lm` | [`rl_lm`] | small decoder-only transformer policy: KV-cached sampling with behaviour log-probs, training log-probs, safetensors checkpoints |
 //! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
 //! | `rlvr-train` | [`rlvr_train`] | the end-to-end RLVR loop: warm start, group rollouts, selection, POPO replay, any loss, held-out pass@k |
+//! | `aigb` (`aigb-tch` for the learned bidders) | [`aigb`] | auto-bidding: AuctionNet-faithful auction simulator, PID/OnlineLP/fixed-CPA bidders, logged trajectories, held-out evaluation |
 //! | `full` | | all of the above |
 //!
 //! See the README for the crate map and `docs/` for the guide.
 #![deny(missing_docs)]
 
+#[cfg(feature = "aigb")]
+pub use aigb;
 pub use rl_core as core;
 #[cfg(feature = "rl-lm")]
 pub use rl_lm;

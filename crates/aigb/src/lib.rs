@@ -13,6 +13,12 @@
 //!   the score `conversions · min(1, (CPA / realised CPA)²)` ([`score`]), periods on threads.
 //! - [`Bidder`]: the bidding trait; rule-based bidders in [`bidders`] ([`FixedCpaBidder`],
 //!   [`PidBidder`], [`OnlineLpBidder`], [`NoisyBidder`]).
+//! - [`market`]: competitor line-ups ([`BidderSpec`]), the OnlineLP table, logged-data
+//!   generation from a heterogeneous noisy mix ([`generate_dataset`]).
+//! - [`dataset`]: AuctionNet-format trajectories (16-dim state, bid coefficient, reward, cost)
+//!   and validated CSV files ([`TrajectoryDataset`]).
+//! - [`eval`]: held-out evaluation across budget/CPA scalings, slots and seeds ([`Evaluator`]).
+//! - [`stats`]: market statistics and the comparison with AuctionNet's reference statistics.
 //!
 //! ```
 //! use aigb::{auctionnet_advertisers, Bidder, FixedCpaBidder, FixedCpaParams, PidBidder, PidParams, SimParams, Simulator};
@@ -45,7 +51,10 @@
 pub mod auction;
 pub mod bidder;
 pub mod bidders;
+pub mod dataset;
 pub mod error;
+pub mod eval;
+pub mod market;
 pub mod sim;
 pub mod stats;
 pub mod traffic;
@@ -58,7 +67,10 @@ pub use bidders::{
     FixedCpaBidder, FixedCpaParams, LpHistory, LpSample, NoiseParams, NoisyBidder, OnlineLpBidder, OnlineLpParams,
     OnlineLpTable, PacingRule, PidBidder, PidParams,
 };
+pub use dataset::{DatasetMeta, Padded, Step, Trajectory, TrajectoryDataset};
 pub use error::{AigbError, Result};
+pub use eval::{EvalParams, EvalReport, EvalRow, EvalSummary, Evaluator};
+pub use market::{build_lineup, build_online_lp_table, default_lineup, generate_dataset, BidderSpec, DataGenParams};
 pub use sim::{
     auctionnet_advertisers, score, Advertiser, AdvertiserResult, CompatParams, Observer, PeriodResult, SimParams,
     Simulator, AUCTIONNET_BUDGETS, AUCTIONNET_CPAS, SCORE_BETA,
