@@ -8,6 +8,7 @@
 //! | module | environments | source of truth | golden tolerance |
 //! |---|---|---|---|
 //! | [`classic`] | Pendulum-v1, CartPole-v1, MountainCarContinuous-v0 | gymnasium 1.4 `classic_control` | 1e-6 |
+//! | [`maze`] | PointMaze (D4RL maze2d layouts), sparse / dense; D4RL's waypoint controller | gymnasium-robotics 1.4.2 `PointMaze_*-v3`, D4RL | 1e-6 (free flight; rigid walls differ) |
 //!
 //! Every environment:
 //! - is deterministic given the generator passed to `reset`; with [`rng::NumpyRng::new(seed)`](rng::NumpyRng)
@@ -51,6 +52,7 @@
 pub mod classic;
 pub mod common;
 pub mod error;
+pub mod maze;
 pub mod rng;
 pub mod traits;
 pub mod wrappers;

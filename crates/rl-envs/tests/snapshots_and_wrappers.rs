@@ -69,6 +69,41 @@ fn classic_envs_resume_bit_identically() {
 }
 
 #[test]
+fn point_maze_and_controller_resume_bit_identically() {
+    use rl_envs::maze::{MazeLayout, PointMaze, PointMazeParams, WaypointController, WaypointParams};
+    // random pushes into walls, goals that move (reset_target draws from the env's own stream)
+    let make = || {
+        PointMaze::new(PointMazeParams::default().layout(MazeLayout::Open).reset_target(true).check().unwrap()).unwrap()
+    };
+    resume_equivalence(make, &random_actions(700, 2, -1.5, 1.5, 6), 333);
+    // the controller's plan (jittered waypoints) is part of its snapshot
+    let mut env = make();
+    let mut ctrl = WaypointController::new(WaypointParams::default().check().unwrap(), env.maze().clone());
+    let mut rng = rl_core::rng_from_seed(8);
+    env.reset(&mut rng).unwrap();
+    for _ in 0..20 {
+        let (a, _) = ctrl.act(env.position(), env.velocity(), env.goal(), &mut rng).unwrap();
+        env.step(ndarray::arr1(&a).view()).unwrap();
+    }
+    let (saved_env, saved_ctrl, saved_rng) = (env.snapshot(), ctrl.snapshot(), rng.clone());
+    let run = |env: &mut PointMaze, ctrl: &mut WaypointController, rng: &mut SeededRng| {
+        (0..100)
+            .map(|_| {
+                let (a, _) = ctrl.act(env.position(), env.velocity(), env.goal(), rng).unwrap();
+                env.step(ndarray::arr1(&a).view()).unwrap()
+            })
+            .collect::<Vec<_>>()
+    };
+    let first = run(&mut env, &mut ctrl, &mut rng);
+    let mut env2 = make();
+    let mut ctrl2 = WaypointController::new(WaypointParams::default().check().unwrap(), env2.maze().clone());
+    env2.restore(&saved_env).unwrap();
+    ctrl2.restore(&saved_ctrl).unwrap();
+    let mut rng2 = saved_rng;
+    assert_eq!(first, run(&mut env2, &mut ctrl2, &mut rng2));
+}
+
+#[test]
 fn wrappers_resume_bit_identically() {
     let acts = random_actions(500, 1, -1.0, 1.0, 5);
     resume_equivalence(|| TimeLimit::new(pendulum(), 37).unwrap(), &acts, 100);
