@@ -24,8 +24,8 @@ test: provision
 	$(CARGO) test --workspace --features full
 	@# the tch-free crates must build and pass without libtorch features
 	$(CARGO) test -p rlvr-select -p rlvr-replay --no-default-features
-	@# rl-core must stay libtorch-free
-	@if $(CARGO) tree -p rl-core -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rl-core depends on tch"; exit 1; fi
+	@# rl-core and rl-envs must stay libtorch-free
+	@for c in rl-core rl-envs; do if $(CARGO) tree -p $$c -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "$$c depends on tch"; exit 1; fi; done
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.

@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Record golden rollouts of the reference implementations for the rl-envs tests.
+
+Run with the provisioned venv (gymnasium, gymnasium-robotics, mpe2, mujoco==3.17.0):
+
+    ~/.cache/frugal-rl/venv/bin/pip install gymnasium==1.4.0 gymnasium-robotics==1.4.2 mpe2==1.1.1
+    ~/.cache/frugal-rl/venv/bin/python scripts/golden_rl_envs.py [classic|maze|mpe|mujoco|all]
+
+Writes crates/rl-envs/tests/fixtures/<family>.json. Each case records the seed given to
+`reset(seed=...)`, the state right after the reset (for environments whose reset draws cannot be
+reproduced bit for bit, the Rust test starts from this state), the actions (chosen here by a
+seeded policy, then replayed verbatim by the Rust test) and, per step, the observation, reward,
+terminated and truncated flags of the reference. Floats are written with Python's repr (the
+shortest string that reads back to the same float64).
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "crates", "rl-envs", "tests", "fixtures")
+
+
+def f(x):
+    return [float(v) for v in np.asarray(x, dtype=np.float64).ravel()]
+
+
+def versions(*names):
+    from importlib.metadata import version
+
+    return {n: version(n) for n in names}
+
+
+def write(name, payload):
+    os.makedirs(FIXTURES, exist_ok=True)
+    path = os.path.join(FIXTURES, name + ".json")
+    with open(path, "w") as fh:
+        json.dump(payload, fh, separators=(",", ":"))
+        fh.write("\n")
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+# ------------------------------------------------------------------------------------------
+# classic control
+
+
+def classic():
+    import gymnasium as gym
+
+    cases = []
+
+    def rollout(env_id, seed, policy, max_steps):
+        env = gym.make(env_id)
+        obs, _ = env.reset(seed=seed)
+        case = {"env": env_id, "seed": seed, "reset_obs": f(obs), "actions": [], "obs": [],
+                "rewards": [], "terminated": [], "truncated": []}
+        for t in range(max_steps):
+            a = policy(obs, t)
+            obs, r, term, trunc, _ = env.step(a)
+            case["actions"].append(f(a) if not isinstance(a, (int, np.integer)) else [float(a)])
+            case["obs"].append(f(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            if term or trunc:
+                break
+        cases.append(case)
+
+    for seed in [0, 1, 2]:
+        prng = np.random.default_rng(100 + seed)
+        # torques partly outside [-2, 2] (clipped by the env) for a full 200-step episode
+        rollout("Pendulum-v1", seed, lambda o, t: prng.uniform(-2.5, 2.5, size=(1,)).astype(np.float32), 300)
+    for seed in [0, 1, 2, 3]:
+        prng = np.random.default_rng(200 + seed)
+        rollout("CartPole-v1", seed, lambda o, t: int(prng.integers(0, 2)), 600)
+    # a balancing controller, to reach the 500-step truncation
+    rollout("CartPole-v1", 7, lambda o, t: int(o[2] + 0.5 * o[3] + 0.01 * o[0] + 0.1 * o[1] > 0), 600)
+    for seed in [0, 1]:
+        prng = np.random.default_rng(300 + seed)
+        # energy pumping with noise; |a| up to 1.5 to cover the clipped branch
+        rollout(
+            "MountainCarContinuous-v0", seed,
+            lambda o, t: np.array([np.sign(o[1] if o[1] != 0 else 1.0) * 1.2 + prng.normal(0, 0.4)],
+                                  dtype=np.float32),
+            1000)
+    prng2 = np.random.default_rng(399)
+    rollout("MountainCarContinuous-v0", 5,
+            lambda o, t: prng2.uniform(-1.0, 1.0, size=(1,)).astype(np.float32), 1000)
+    write("classic", {"generator": "scripts/golden_rl_envs.py classic",
+                      "versions": versions("gymnasium", "numpy"), "cases": cases})
+
+
+# ------------------------------------------------------------------------------------------
+# point maze (gymnasium-robotics PointMaze_*-v3, MuJoCo)
+
+
+def wall_distance(maze, xy):
+    """Distance from xy to the nearest wall block (the ball's centre, not its surface)."""
+    best = np.inf
+    s = maze.maze_size_scaling
+    for i in range(maze.map_length):
+        for j in range(maze.map_width):
+            if maze.maze_map[i][j] != 1:
+                continue
+            c = maze.cell_rowcol_to_xy(np.array([i, j]))
+            d = np.maximum(np.abs(xy - c) - 0.5 * s, 0.0)
+            inside = min(max(abs(xy[0] - c[0]) - 0.5 * s, abs(xy[1] - c[1]) - 0.5 * s), 0.0)
+            best = min(best, float(np.sqrt(d @ d)) + inside)
+    return best
+
+
+def maze():
+    import gymnasium as gym
+    import gymnasium_robotics
+    from gymnasium_robotics.envs.maze import maps
+
+    gym.register_envs(gymnasium_robotics)
+    cases = []
+
+    def flat(o):
+        return f(np.concatenate([o["observation"], o["desired_goal"]]))
+
+    def rollout(env_id, seed, policy, steps, **kwargs):
+        env = gym.make(env_id, **kwargs)
+        obs, _ = env.reset(seed=seed)
+        inner = env.unwrapped
+        case = {"env": env_id, "seed": seed, "kwargs": kwargs, "reset_obs": flat(obs),
+                "reset_wall_dist": wall_distance(inner.maze, obs["observation"][:2]),
+                "actions": [], "obs": [], "rewards": [], "terminated": [], "truncated": [],
+                "wall_dist": []}
+        for t in range(steps):
+            a = policy(obs, t)
+            obs, r, term, trunc, _ = env.step(a)
+            case["actions"].append(f(a))
+            case["obs"].append(flat(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            case["wall_dist"].append(wall_distance(inner.maze, obs["observation"][:2]))
+            if term or trunc:
+                break
+        cases.append(case)
+
+    def seek(prng, gain=2.0, noise=0.3):
+        def pol(o, t):
+            x = o["observation"]
+            a = gain * (o["desired_goal"] - x[:2]) - 0.5 * x[2:] + prng.normal(0, noise, size=2)
+            return np.clip(a, -1.0, 1.0).astype(np.float32)
+        return pol
+
+    def smooth_random(prng):
+        state = {"a": np.zeros(2)}
+        def pol(o, t):
+            state["a"] = 0.9 * state["a"] + 0.45 * prng.normal(size=2)
+            # partly outside [-1, 1]: clipped by the environment
+            return np.clip(state["a"], -1.3, 1.3).astype(np.float32)
+        return pol
+
+    for k, name in enumerate(["Open", "UMaze", "Medium", "Large"]):
+        prng = np.random.default_rng(1000 + k)
+        rollout(f"PointMaze_{name}-v3", 10 * k, smooth_random(prng), 80)
+        prng = np.random.default_rng(2000 + k)
+        rollout(f"PointMaze_{name}Dense-v3", 10 * k + 1, seek(prng), 120)
+    # episodes that end at the goal
+    for seed in [3, 4]:
+        prng = np.random.default_rng(3000 + seed)
+        rollout("PointMaze_Open-v3", seed, seek(prng, gain=3.0, noise=0.1), 300, continuing_task=False)
+    # a full episode to the registered time limit
+    prng = np.random.default_rng(4000)
+    rollout("PointMaze_UMaze-v3", 5, smooth_random(prng), 400)
+    # diverse maps: resets drawn from their reset cells
+    for name in ["Medium_Diverse_G", "Large_Diverse_GR"]:
+        prng = np.random.default_rng(5000)
+        rollout(f"PointMaze_{name}-v3", 6, seek(prng), 20)
+
+    layouts = {n: [[str(c) for c in row] for row in getattr(maps, n)] for n in
+               ["OPEN", "U_MAZE", "MEDIUM_MAZE", "LARGE_MAZE", "OPEN_DIVERSE_G", "OPEN_DIVERSE_GR",
+                "MEDIUM_MAZE_DIVERSE_G", "MEDIUM_MAZE_DIVERSE_GR", "LARGE_MAZE_DIVERSE_G",
+                "LARGE_MAZE_DIVERSE_GR"]}
+    write("maze", {"generator": "scripts/golden_rl_envs.py maze",
+                   "versions": versions("gymnasium", "gymnasium-robotics", "mujoco", "numpy"),
+                   "maps": layouts, "cases": cases})
+
+
+def main():
+    which = sys.argv[1] if len(sys.argv) > 1 else "all"
+    table = {"classic": classic, "maze": maze}
+    for k in (table if which == "all" else [which]):
+        table[k]()
+
+
+if __name__ == "__main__":
+    main()
