@@ -251,9 +251,54 @@ def mpe():
                   "versions": versions("mpe2", "pettingzoo", "numpy"), "cases": cases})
 
 
+# ------------------------------------------------------------------------------------------
+# MuJoCo locomotion (gymnasium v4 on mujoco 3.17.0)
+
+
+def mujoco_envs():
+    import warnings
+
+    import gymnasium as gym
+
+    warnings.filterwarnings("ignore")
+    cases = []
+
+    def rollout(env_id, seed, steps, prng, lo=-1.2, hi=1.2, **kwargs):
+        env = gym.make(env_id, **kwargs)
+        obs, _ = env.reset(seed=seed)
+        data = env.unwrapped.data
+        nu = env.action_space.shape[0]
+        case = {"env": env_id, "seed": seed, "kwargs": kwargs, "reset_obs": f(obs),
+                "reset_qpos": f(data.qpos), "reset_qvel": f(data.qvel), "actions": [], "obs": [],
+                "rewards": [], "terminated": [], "truncated": []}
+        for t in range(steps):
+            # partly outside [-1, 1]: MuJoCo clamps the control, the cost uses the raw action
+            a = prng.uniform(lo, hi, size=nu).astype(np.float32)
+            obs, r, term, trunc, _ = env.step(a)
+            case["actions"].append(f(a))
+            case["obs"].append(f(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            if term or trunc:
+                break
+        cases.append(case)
+
+    for seed in [0, 1]:
+        rollout("Hopper-v4", seed, 100, np.random.default_rng(40 + seed))
+        rollout("Walker2d-v4", seed, 100, np.random.default_rng(50 + seed))
+    rollout("HalfCheetah-v4", 0, 60, np.random.default_rng(60))
+    rollout("Ant-v4", 0, 40, np.random.default_rng(70))
+    rollout("Ant-v4", 1, 20, np.random.default_rng(71), use_contact_forces=True)
+    # small actions: the hopper stays up long enough to be cut by a short time limit
+    rollout("Hopper-v4", 2, 60, np.random.default_rng(42), lo=-0.1, hi=0.1, max_episode_steps=50)
+    write("mujoco", {"generator": "scripts/golden_rl_envs.py mujoco",
+                     "versions": versions("gymnasium", "mujoco", "numpy"), "cases": cases})
+
+
 def main():
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
-    table = {"classic": classic, "maze": maze, "mpe": mpe}
+    table = {"classic": classic, "maze": maze, "mpe": mpe, "mujoco": mujoco_envs}
     for k in (table if which == "all" else [which]):
         table[k]()
 
