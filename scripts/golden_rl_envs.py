@@ -184,9 +184,121 @@ def maze():
                    "maps": layouts, "cases": cases})
 
 
+# ------------------------------------------------------------------------------------------
+# multi-agent particle environments (mpe2, PettingZoo parallel API)
+
+
+def mpe():
+    import warnings
+
+    from mpe2 import simple_adversary_v3, simple_spread_v3, simple_tag_v3
+
+    warnings.filterwarnings("ignore")
+    modules = {"simple_spread_v3": simple_spread_v3, "simple_tag_v3": simple_tag_v3,
+               "simple_adversary_v3": simple_adversary_v3}
+    cases = []
+
+    def rollout(name, seed, kwargs, policy):
+        env = modules[name].parallel_env(**kwargs)
+        obs, _ = env.reset(seed=seed)
+        agents = list(env.possible_agents)
+        case = {"env": name, "seed": seed, "kwargs": kwargs, "agents": agents,
+                "reset_obs": [f(obs[a]) for a in agents], "actions": [], "obs": [], "rewards": [],
+                "terminated": [], "truncated": []}
+        for t in range(100):
+            acts = {a: policy(a, obs[a], t) for a in env.agents}
+            obs, rew, term, trunc, _ = env.step(acts)
+            case["actions"].append([f(acts[a]) if not isinstance(acts[a], (int, np.integer))
+                                    else [float(acts[a])] for a in agents])
+            case["obs"].append([f(obs[a]) for a in agents])
+            case["rewards"].append([float(rew[a]) for a in agents])
+            case["terminated"].append([bool(term[a]) for a in agents])
+            case["truncated"].append([bool(trunc[a]) for a in agents])
+            if all(term[a] or trunc[a] for a in agents):
+                break
+        cases.append(case)
+
+    def discrete(prng):
+        return lambda a, o, t: int(prng.integers(0, 5))
+
+    def continuous(prng):
+        # partly outside [0, 1]: mpe2's ClipOutOfBoundsWrapper clips
+        return lambda a, o, t: prng.uniform(-0.2, 1.2, size=5).astype(np.float32)
+
+    def to_centre(prng):
+        # pushes everyone together so that contact forces and collision rewards occur
+        def pol(a, o, t):
+            pos = o[2:4]
+            act = np.zeros(5, dtype=np.float32)
+            act[1], act[2] = max(pos[0], 0), max(-pos[0], 0)
+            act[3], act[4] = max(pos[1], 0), max(-pos[1], 0)
+            return np.clip(act + prng.uniform(0, 0.3, size=5), 0, 1).astype(np.float32)
+        return pol
+
+    rollout("simple_spread_v3", 0, {}, discrete(np.random.default_rng(10)))
+    rollout("simple_spread_v3", 2, {"continuous_actions": True}, continuous(np.random.default_rng(12)))
+    rollout("simple_spread_v3", 3, {"N": 5, "continuous_actions": True, "max_cycles": 12}, to_centre(np.random.default_rng(13)))
+    rollout("simple_spread_v3", 4, {"N": 4, "num_agent_neighbors": 2, "num_landmark_neighbors": 2},
+            discrete(np.random.default_rng(14)))
+    rollout("simple_tag_v3", 0, {}, discrete(np.random.default_rng(20)))
+    rollout("simple_tag_v3", 2, {"continuous_actions": True, "num_good": 2, "num_adversaries": 4,
+                                 "num_obstacles": 3, "max_cycles": 15}, to_centre(np.random.default_rng(22)))
+    rollout("simple_tag_v3", 3, {"num_agent_neighbors": 2, "num_landmark_neighbors": 1},
+            discrete(np.random.default_rng(23)))
+    rollout("simple_adversary_v3", 0, {}, discrete(np.random.default_rng(30)))
+    rollout("simple_adversary_v3", 2, {"N": 3, "continuous_actions": True}, continuous(np.random.default_rng(32)))
+    write("mpe", {"generator": "scripts/golden_rl_envs.py mpe",
+                  "versions": versions("mpe2", "pettingzoo", "numpy"), "cases": cases})
+
+
+# ------------------------------------------------------------------------------------------
+# MuJoCo locomotion (gymnasium v4 on mujoco 3.17.0)
+
+
+def mujoco_envs():
+    import warnings
+
+    import gymnasium as gym
+
+    warnings.filterwarnings("ignore")
+    cases = []
+
+    def rollout(env_id, seed, steps, prng, lo=-1.2, hi=1.2, **kwargs):
+        env = gym.make(env_id, **kwargs)
+        obs, _ = env.reset(seed=seed)
+        data = env.unwrapped.data
+        nu = env.action_space.shape[0]
+        case = {"env": env_id, "seed": seed, "kwargs": kwargs, "reset_obs": f(obs),
+                "reset_qpos": f(data.qpos), "reset_qvel": f(data.qvel), "actions": [], "obs": [],
+                "rewards": [], "terminated": [], "truncated": []}
+        for t in range(steps):
+            # partly outside [-1, 1]: MuJoCo clamps the control, the cost uses the raw action
+            a = prng.uniform(lo, hi, size=nu).astype(np.float32)
+            obs, r, term, trunc, _ = env.step(a)
+            case["actions"].append(f(a))
+            case["obs"].append(f(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            if term or trunc:
+                break
+        cases.append(case)
+
+    for seed in [0, 1]:
+        rollout("Hopper-v4", seed, 100, np.random.default_rng(40 + seed))
+        rollout("Walker2d-v4", seed, 100, np.random.default_rng(50 + seed))
+    rollout("HalfCheetah-v4", 0, 60, np.random.default_rng(60))
+    rollout("Ant-v4", 0, 40, np.random.default_rng(70))
+    rollout("Ant-v4", 1, 20, np.random.default_rng(71), use_contact_forces=True)
+    # small actions: the hopper stays up long enough to be cut by a short time limit
+    rollout("Hopper-v4", 2, 60, np.random.default_rng(42), lo=-0.1, hi=0.1, max_episode_steps=50)
+    write("mujoco", {"generator": "scripts/golden_rl_envs.py mujoco",
+                     "versions": versions("gymnasium", "mujoco", "numpy"), "cases": cases})
+
+
 def main():
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
-    table = {"classic": classic, "maze": maze}
+    table = {"classic": classic, "maze": maze, "mpe": mpe, "mujoco": mujoco_envs}
     for k in (table if which == "all" else [which]):
         table[k]()
 

@@ -11,7 +11,7 @@ use rl_envs::wrappers::{
     DomainRandomization, EpisodicReward, NormalizeObservation, NormalizeObservationParams, RescaleAction,
     TaskDistribution, TimeLimit, VecEnv,
 };
-use rl_envs::{EnvError, Snapshot, TaskParams};
+use rl_envs::{EnvError, MultiAgentEnv, Snapshot, TaskParams};
 
 fn pendulum() -> Pendulum {
     Pendulum::new(PendulumParams::default().check().unwrap()).unwrap()
@@ -307,4 +307,113 @@ fn vec_env_autoresets_and_checks_actions_first() {
     for _ in 0..10 {
         assert_eq!(batch.step(acts.view()).unwrap(), other.step(acts.view()).unwrap());
     }
+}
+
+fn run_multi<E: rl_envs::MultiAgentEnv>(
+    env: &mut E,
+    actions: &[Vec<Array1<f32>>],
+    rng: &mut SeededRng,
+) -> Vec<rl_envs::MultiStep> {
+    actions
+        .iter()
+        .map(|a| {
+            let s = env.step(a).unwrap();
+            if s.done() {
+                env.reset(rng).unwrap();
+            }
+            s
+        })
+        .collect()
+}
+
+#[test]
+fn particle_worlds_resume_bit_identically() {
+    use rl_envs::mpe::{SimpleAdversary, SimpleAdversaryParams, SimpleTag, SimpleTagParams};
+    use rl_envs::wrappers::{EpisodicRewardMulti, MultiRewardSplit};
+    let mut r = SeededRng::seed_from_u64(12);
+    let acts: Vec<Vec<Array1<f32>>> =
+        (0..90).map(|_| (0..4).map(|_| array![r.random_range(0..5) as f32]).collect()).collect();
+    let tag = || SimpleTag::new(SimpleTagParams::default().check().unwrap()).unwrap();
+    for k in [0, 13, 40] {
+        let mut a = tag();
+        let mut ra = rl_core::rng_from_seed(3);
+        a.reset(&mut ra).unwrap();
+        let full = run_multi(&mut a, &acts, &mut ra);
+        let mut b = tag();
+        let mut rb = rl_core::rng_from_seed(3);
+        b.reset(&mut rb).unwrap();
+        let mut got = run_multi(&mut b, &acts[..k], &mut rb);
+        let json = serde_json::to_string(&b.snapshot()).unwrap();
+        let mut c = tag();
+        c.restore(&serde_json::from_str(&json).unwrap()).unwrap();
+        got.extend(run_multi(&mut c, &acts[k..], &mut rb));
+        assert_eq!(full, got, "k = {k}");
+    }
+    // the adversary scenario's goal landmark is part of the state
+    let adv = || SimpleAdversary::new(SimpleAdversaryParams::default().check().unwrap()).unwrap();
+    let acts3: Vec<Vec<Array1<f32>>> = acts.iter().map(|a| a[..3].to_vec()).collect();
+    let mut a = adv();
+    let mut ra = rl_core::rng_from_seed(5);
+    a.reset(&mut ra).unwrap();
+    let saved = a.snapshot();
+    let x = run_multi(&mut a, &acts3[..10], &mut ra);
+    let mut b = adv();
+    b.reset(&mut rl_core::rng_from_seed(999)).unwrap();
+    b.restore(&saved).unwrap();
+    let mut rb = rl_core::rng_from_seed(5);
+    assert_eq!(x, run_multi(&mut b, &acts3[..10], &mut rb));
+    let mut bad = saved.clone();
+    bad.scenario = Some(7);
+    assert!(b.restore(&bad).is_err());
+    bad.scenario = saved.scenario;
+    bad.pos.pop();
+    assert!(b.restore(&bad).is_err());
+
+    // episodic multi-agent rewards: LaRe's team return / n at the last step, 0 before
+    let mut dense = tag();
+    let mut sparse = EpisodicRewardMulti::new(tag(), MultiRewardSplit::TeamMean);
+    dense.reset(&mut rl_core::rng_from_seed(1)).unwrap();
+    sparse.reset(&mut rl_core::rng_from_seed(1)).unwrap();
+    let mut team = 0.0f64;
+    for (t, a) in acts.iter().enumerate().take(25) {
+        let d = dense.step(a).unwrap();
+        let s = sparse.step(a).unwrap();
+        team += d.rewards.iter().map(|&r| f64::from(r)).sum::<f64>();
+        assert_eq!(sparse.last_dense_rewards(), d.rewards.as_slice());
+        if t < 24 {
+            assert!(s.rewards.iter().all(|&r| r == 0.0));
+        } else {
+            assert!(s.done());
+            for r in &s.rewards {
+                assert!((f64::from(*r) - team / 4.0).abs() < 1e-4, "{r} vs {}", team / 4.0);
+            }
+        }
+    }
+    resume_multi_wrapper();
+}
+
+fn resume_multi_wrapper() {
+    use rl_envs::mpe::{SimpleSpread, SimpleSpreadParams};
+    use rl_envs::wrappers::{EpisodicRewardMulti, MultiRewardSplit};
+    let make = || {
+        EpisodicRewardMulti::new(
+            SimpleSpread::new(SimpleSpreadParams::default().continuous_actions(true).check().unwrap()).unwrap(),
+            MultiRewardSplit::PerAgent,
+        )
+    };
+    let mut r = SeededRng::seed_from_u64(2);
+    let acts: Vec<Vec<Array1<f32>>> =
+        (0..60).map(|_| (0..3).map(|_| (0..5).map(|_| r.random_range(0.0..1.0)).collect()).collect()).collect();
+    let mut a = make();
+    let mut ra = rl_core::rng_from_seed(4);
+    a.reset(&mut ra).unwrap();
+    let full = run_multi(&mut a, &acts, &mut ra);
+    let mut b = make();
+    let mut rb = rl_core::rng_from_seed(4);
+    b.reset(&mut rb).unwrap();
+    let mut got = run_multi(&mut b, &acts[..17], &mut rb);
+    let mut c = make();
+    c.restore(&b.snapshot()).unwrap();
+    got.extend(run_multi(&mut c, &acts[17..], &mut rb));
+    assert_eq!(full, got);
 }

@@ -290,7 +290,11 @@ impl Params for PointMazeParams {
 pub trait PointPhysics: std::fmt::Debug {
     /// The physics state kept in snapshots.
     type State: Clone + std::fmt::Debug + PartialEq + Serialize + DeserializeOwned;
-    /// Places the ball (and resets the simulator's history).
+    /// Starts an episode with the ball at rest at `pos` (a simulator also clears its history).
+    fn reset(&mut self, pos: [f64; 2]) {
+        self.set(pos, [0.0, 0.0]);
+    }
+    /// Sets the ball's position and velocity (within an episode).
     fn set(&mut self, pos: [f64; 2], vel: [f64; 2]);
     /// Advances one step with controls `ctrl` (already clipped to `[-1, 1]`); the velocity has
     /// been clipped to `±max_velocity` with [`PointPhysics::set`].
@@ -613,7 +617,7 @@ impl<P: PointPhysics> Env for PointMazeEnv<P> {
             }
         };
         let start = self.noisy(start, rng);
-        self.physics.set(start, [0.0, 0.0]);
+        self.physics.reset(start);
         self.goal_rng = (self.params.continuing_task && self.params.reset_target)
             .then(|| rng_from_seed(derive_seed(rng.next_u64(), 0x6d61_7a65)));
         self.clock.start();
