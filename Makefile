@@ -47,6 +47,7 @@ test-examples: provision
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
 	$(CARGO) run --quiet --features full --example aigb_simulate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-simulate-tiny
 	$(CARGO) run --quiet --features full --example aigb_generate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-generate-tiny
+	$(CARGO) run --quiet --features full --example aigb_train -- --quiet --data target/aigb-generate-tiny/trajectories.csv --steps 50 --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-train-tiny
 	$(CARGO) run --quiet --features full --example aigb_evaluate -- --quiet --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 0.5,1.0 --slots 0 --out target/aigb-evaluate-tiny
 
 # The end-to-end RLVR run: warm start, DPS selection, POPO replay (examples/rlvr_demo.rs).

@@ -11,7 +11,9 @@
 
 use std::time::Duration;
 
-use aigb::{auctionnet_advertisers, AuctionParams, Bidder, PidBidder, PidParams, SimParams, Simulator, TickAuction, TickTraffic};
+use aigb::{
+    auctionnet_advertisers, AuctionParams, Bidder, PidBidder, PidParams, SimParams, Simulator, TickAuction, TickTraffic,
+};
 use criterion::{criterion_group, criterion_main, Criterion};
 use rl_core::Params;
 

@@ -6,7 +6,8 @@ in one run. AuctionNet is read from a local copy that is never committed.
 
     python benches/aigb_auctionnet.py --auctionnet /tmp/auctionnet [--pv-num 500000] [--repeats 3]
 
-Prints the wall time of each, the speed-up, and each side's peak memory (RSS).
+Prints the wall and CPU time of each, the speed-ups, and each side's peak memory (RSS). On a
+loaded machine the CPU-time ratio is the meaningful one (both sides are single-threaded).
 """
 import argparse
 import json
@@ -34,6 +35,7 @@ def main():
     exe = os.path.join(ROOT, "target", "release", "examples", "aigb_simulate")
     rust = []
     rss = None
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     for r in range(args.repeats):
         out = subprocess.run([exe, "--pv-num", str(args.pv_num), "--periods", "1", "--first-period", str(r),
                               "--quiet", "--out", os.path.join(ROOT, "target", "aigb-bench")],
@@ -42,6 +44,8 @@ def main():
         rust.append(float(m.group(1)))
         rss = float(m.group(2))
     rust_s = min(rust)
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    rust_cpu = (cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime) / args.repeats
 
     # AuctionNet, in this process
     sys.path.insert(0, os.path.join(ROOT, "scripts"))
@@ -59,8 +63,11 @@ def main():
     scale = args.pv_num / 500000
     budgets = [b * scale for b in budgets]
     t = time.time()
+    c0 = resource.getrusage(resource.RUSAGE_SELF)
     st.run_market(root, 0, args.pv_num, budgets, cpas, 48, get_winner, adjust_over_cost)
     py_s = time.time() - t
+    c1 = resource.getrusage(resource.RUSAGE_SELF)
+    py_cpu = c1.ru_utime + c1.ru_stime - c0.ru_utime - c0.ru_stime
     py_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     load = os.getloadavg()
     print(json.dumps({
@@ -68,7 +75,10 @@ def main():
         "auctionnet_python_s": round(py_s, 3),
         "aigb_rust_s_best_of": round(rust_s, 3),
         "aigb_rust_s_all": rust,
-        "speedup": round(py_s / rust_s, 1),
+        "speedup_wall": round(py_s / rust_s, 1),
+        "auctionnet_python_cpu_s": round(py_cpu, 3),
+        "aigb_rust_cpu_s_mean": round(rust_cpu, 3),
+        "speedup_cpu": round(py_cpu / rust_cpu, 1),
         "auctionnet_peak_rss_mib": round(py_rss),
         "aigb_peak_rss_mib": rss,
         "load_avg_1m": load[0],

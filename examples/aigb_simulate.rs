@@ -14,7 +14,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-use aigb::{auctionnet_advertisers, build_lineup, build_online_lp_table, default_lineup, Bidder, OnlineLpParams, PidBidder, PidParams, SimParams, Simulator};
+use aigb::{
+    auctionnet_advertisers, build_lineup, build_online_lp_table, default_lineup, Bidder, OnlineLpParams, PidBidder,
+    PidParams, SimParams, Simulator,
+};
 use anyhow::Result;
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -64,7 +67,10 @@ fn main() -> Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.out)?;
     let scale = args.budget_scale.unwrap_or(args.pv_num as f64 / 500_000.0);
-    let sim = Simulator::new(SimParams::default().pv_num(args.pv_num).seed(args.seed).check()?, auctionnet_advertisers(scale))?;
+    let sim = Simulator::new(
+        SimParams::default().pv_num(args.pv_num).seed(args.seed).check()?,
+        auctionnet_advertisers(scale),
+    )?;
     let lp = OnlineLpParams::default().budget_scale(scale).check()?;
     let table = if args.market == "lineup" { Some(build_online_lp_table(&sim, &[1_000_000], &lp)?) } else { None };
     let pid = PidParams::default().check()?;
@@ -123,7 +129,11 @@ fn main() -> Result<()> {
     }
     let (first, _) = &results[0];
     let mut out = std::io::stdout().lock();
-    writeln!(out, "period {}: advertiser | bidder | budget | spent | conversions | CPA / target | score", first.period)?;
+    writeln!(
+        out,
+        "period {}: advertiser | bidder | budget | spent | conversions | CPA / target | score",
+        first.period
+    )?;
     for a in first.advertisers.iter().step_by(4) {
         writeln!(
             out,
@@ -160,7 +170,10 @@ fn main() -> Result<()> {
     chart.configure_mesh().x_desc("tick").y_desc("cost").draw()?;
     for (c, s) in series.iter().enumerate() {
         chart
-            .draw_series(LineSeries::new(s.iter().enumerate().map(|(t, v)| (t, *v)), Palette99::pick(c).stroke_width(2)))?
+            .draw_series(LineSeries::new(
+                s.iter().enumerate().map(|(t, v)| (t, *v)),
+                Palette99::pick(c).stroke_width(2),
+            ))?
             .label(format!("category {c}"))
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], Palette99::pick(c)));
     }

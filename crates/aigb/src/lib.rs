@@ -18,6 +18,8 @@
 //! - [`dataset`]: AuctionNet-format trajectories (16-dim state, bid coefficient, reward, cost)
 //!   and validated CSV files ([`TrajectoryDataset`]).
 //! - [`eval`]: held-out evaluation across budget/CPA scalings, slots and seeds ([`Evaluator`]).
+//! - [`policy`]: state → bid-coefficient MLP policies in plain Rust ([`PolicyBidder`]); with
+//!   the `tch` feature, `learned` trains them by behaviour cloning on logged trajectories.
 //! - [`stats`]: market statistics and the comparison with AuctionNet's reference statistics.
 //!
 //! ```
@@ -54,7 +56,10 @@ pub mod bidders;
 pub mod dataset;
 pub mod error;
 pub mod eval;
+#[cfg(feature = "tch")]
+pub mod learned;
 pub mod market;
+pub mod policy;
 pub mod sim;
 pub mod stats;
 pub mod traffic;
@@ -71,6 +76,7 @@ pub use dataset::{DatasetMeta, Padded, Step, Trajectory, TrajectoryDataset};
 pub use error::{AigbError, Result};
 pub use eval::{EvalParams, EvalReport, EvalRow, EvalSummary, Evaluator};
 pub use market::{build_lineup, build_online_lp_table, default_lineup, generate_dataset, BidderSpec, DataGenParams};
+pub use policy::{MlpPolicy, PolicyBidder, StateNorm};
 pub use sim::{
     auctionnet_advertisers, score, Advertiser, AdvertiserResult, CompatParams, Observer, PeriodResult, SimParams,
     Simulator, AUCTIONNET_BUDGETS, AUCTIONNET_CPAS, SCORE_BETA,

@@ -31,7 +31,7 @@ pub enum BidderSpec {
         /// α₀ (AuctionNet: 15).
         initial_alpha: f64,
     },
-    /// [`PidBidder`] with the log-PID rule starting at `m · CPA`.
+    /// [`PidBidder`] with the log-PID rule starting at `m · CPA`, α capped at 1.5 · CPA.
     PidCpa {
         /// α₀ as a CPA multiple.
         cpa_multiplier: f64,

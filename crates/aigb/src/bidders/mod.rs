@@ -121,6 +121,7 @@ impl PacingRule {
 /// | `initial_alpha_cpa_multiplier` | none | if set, α₀ = this · CPA instead | > 0 |
 /// | `rule` | AuctionNet (0.7, 1.1, 1.2, 0.7) | update rule ([`PacingRule`]) | thresholds low < high, factors > 0 |
 /// | `max_alpha` | ∞ | upper bound of α | > 0 |
+/// | `max_alpha_cpa_multiplier` | none | if set, also α ≤ this · CPA (our addition: pacing alone ignores the CPA constraint) | > 0 |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PidParams {
@@ -132,6 +133,8 @@ pub struct PidParams {
     pub rule: PacingRule,
     /// Upper bound of α.
     pub max_alpha: f64,
+    /// Upper bound of α as a CPA multiple.
+    pub max_alpha_cpa_multiplier: Option<f64>,
 }
 
 impl Default for PidParams {
@@ -141,6 +144,7 @@ impl Default for PidParams {
             initial_alpha_cpa_multiplier: None,
             rule: PacingRule::default(),
             max_alpha: f64::INFINITY,
+            max_alpha_cpa_multiplier: None,
         }
     }
 }
@@ -150,6 +154,7 @@ crate::traffic::setters!(PidParams {
     initial_alpha_cpa_multiplier: Option<f64>,
     rule: PacingRule,
     max_alpha: f64,
+    max_alpha_cpa_multiplier: Option<f64>,
 });
 
 impl rl_core::Params for PidParams {
@@ -161,6 +166,9 @@ impl rl_core::Params for PidParams {
         }
         if self.max_alpha.is_nan() || self.max_alpha <= 0.0 {
             return Err(AigbError::invalid("max_alpha", self.max_alpha, "must be > 0"));
+        }
+        if let Some(m) = self.max_alpha_cpa_multiplier {
+            check_positive("max_alpha_cpa_multiplier", m)?;
         }
         match self.rule {
             PacingRule::AuctionNet { low, high, up, down } => {
@@ -191,6 +199,7 @@ pub struct PidBidder {
     params: rl_core::Valid<PidParams>,
     alpha0: f64,
     alpha: f64,
+    cap: f64,
     integral: f64,
     last_error: f64,
 }
@@ -199,7 +208,7 @@ impl PidBidder {
     /// A pacing bidder.
     pub fn new(params: rl_core::Valid<PidParams>) -> Self {
         let a = params.initial_alpha;
-        Self { params, alpha0: a, alpha: a, integral: 0.0, last_error: 0.0 }
+        Self { params, alpha0: a, alpha: a, cap: f64::INFINITY, integral: 0.0, last_error: 0.0 }
     }
 
     /// The current coefficient α.
@@ -218,7 +227,9 @@ impl Bidder for PidBidder {
 
     fn begin_period(&mut self, info: &PeriodInfo) -> Result<()> {
         self.alpha0 = self.params.initial_alpha_cpa_multiplier.map_or(self.params.initial_alpha, |m| m * info.cpa);
-        self.alpha = self.alpha0.min(self.params.max_alpha);
+        self.cap =
+            self.params.max_alpha.min(self.params.max_alpha_cpa_multiplier.map_or(f64::INFINITY, |m| m * info.cpa));
+        self.alpha = self.alpha0.min(self.cap);
         self.integral = 0.0;
         self.last_error = 0.0;
         Ok(())
@@ -243,7 +254,7 @@ impl Bidder for PidBidder {
                     self.alpha = self.alpha0 * (kp * e + ki * self.integral + kd * d).exp();
                 }
             }
-            self.alpha = self.alpha.min(self.params.max_alpha);
+            self.alpha = self.alpha.min(self.cap);
         }
         write_linear_bids(self.alpha, ctx.pvalues, out);
         Ok(())
