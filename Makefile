@@ -23,9 +23,14 @@ provision-mujoco:
 test: provision
 	$(CARGO) test --workspace --features full
 	@# the tch-free crates must build and pass without libtorch features
-	$(CARGO) test -p rlvr-select -p rlvr-replay --no-default-features
-	@# rl-core must stay libtorch-free
+	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay --no-default-features
+	@# the facade gives DPS/MoPPS + POPO + every advantage estimator without libtorch
+	$(CARGO) build --no-default-features --features rlvr-select,rlvr-replay
+	@# rl-core, the tch-free facade features, rlvr-core's core and rlvr-replay must not link libtorch
 	@if $(CARGO) tree -p rl-core -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rl-core depends on tch"; exit 1; fi
+	@if $(CARGO) tree --no-default-features --features rlvr-select,rlvr-replay -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "facade rlvr-select,rlvr-replay depends on tch"; exit 1; fi
+	@if $(CARGO) tree -p rlvr-core --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rlvr-core --no-default-features depends on tch"; exit 1; fi
+	@if $(CARGO) tree -p rlvr-replay -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rlvr-replay depends on tch"; exit 1; fi
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
@@ -48,7 +53,7 @@ demo: provision
 lint: provision
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features full -- -D warnings
-	$(CARGO) clippy -p rlvr-select -p rlvr-replay --all-targets --no-default-features -- -D warnings
+	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay --all-targets --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
 
 bench: provision
