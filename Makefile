@@ -4,7 +4,8 @@
 #   make lint   rustfmt --check, clippy -D warnings on all targets, rustdoc with warnings denied
 # Provisioning (scripts/provision.sh) installs torch==2.11.0 from PyPI into a venv under
 # $(FRUGAL_CACHE) (default ~/.cache/frugal-rl) once and links it as `.libtorch`; nothing else is
-# needed by hand. `make provision-mujoco` adds mujoco==3.17.0 + gymnasium for the `mujoco` feature.
+# needed by hand. `make provision-mujoco` adds mujoco==3.17.0 + gymnasium for the `mujoco` feature
+# (rl-envs' MuJoCo environments); `make test` and `make lint` provision it too (about 30 MB).
 SHELL := bash
 FRUGAL_CACHE ?= $(HOME)/.cache/frugal-rl
 export FRUGAL_CACHE
@@ -20,17 +21,18 @@ provision:
 provision-mujoco:
 	@scripts/provision.sh mujoco
 
-test: provision
+test: provision provision-mujoco
 	$(CARGO) test --workspace --features full
+	@# rl-envs' MuJoCo environments (locomotion, MuJoCo point maze) against their golden rollouts
+	$(CARGO) test -p rl-envs --features mujoco
 	@# the tch-free crates must build and pass without libtorch features
 	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay --no-default-features
 	@# the facade gives DPS/MoPPS + POPO + every advantage estimator without libtorch
 	$(CARGO) build --no-default-features --features rlvr-select,rlvr-replay
-	@# rl-core, the tch-free facade features, rlvr-core's core and rlvr-replay must not link libtorch
-	@if $(CARGO) tree -p rl-core -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rl-core depends on tch"; exit 1; fi
-	@if $(CARGO) tree --no-default-features --features rlvr-select,rlvr-replay -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "facade rlvr-select,rlvr-replay depends on tch"; exit 1; fi
+	@# rl-core, rl-envs, rlvr-core's core, rlvr-replay and the tch-free facade features must not link libtorch
+	@for c in rl-core rl-envs rlvr-replay; do if $(CARGO) tree -p $$c -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "$$c depends on tch"; exit 1; fi; done
 	@if $(CARGO) tree -p rlvr-core --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rlvr-core --no-default-features depends on tch"; exit 1; fi
-	@if $(CARGO) tree -p rlvr-replay -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rlvr-replay depends on tch"; exit 1; fi
+	@if $(CARGO) tree --no-default-features --features rlvr-select,rlvr-replay -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "facade rlvr-select,rlvr-replay depends on tch"; exit 1; fi
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
@@ -50,11 +52,13 @@ test-examples: provision
 demo: provision
 	$(CARGO) run --release --features rlvr-train --example rlvr_demo
 
-lint: provision
+lint: provision provision-mujoco
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features full -- -D warnings
+	$(CARGO) clippy -p rl-envs --all-targets --features mujoco -- -D warnings
 	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay --all-targets --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p rl-envs --no-deps --features mujoco
 
 bench: provision
 	$(CARGO) bench --workspace --features full
