@@ -30,7 +30,8 @@ def main():
     args = ap.parse_args()
 
     # aigb first (built in release), one thread
-    subprocess.run(["cargo", "build", "--release", "--quiet", "--example", "aigb_simulate", "--features", "aigb"],
+    subprocess.run(["cargo", "build", "--release", "--quiet", "--example", "aigb_simulate", "--no-default-features",
+                    "--features", "aigb"],
                    cwd=ROOT, check=True)
     exe = os.path.join(ROOT, "target", "release", "examples", "aigb_simulate")
     rust = []
