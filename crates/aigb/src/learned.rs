@@ -239,6 +239,7 @@ mod tests {
 
     #[test]
     fn bc_fits_a_known_policy_and_exports_it() {
+        tch::set_num_threads(1); // a tiny network: thread hand-offs cost more than they save
         let ds = toy();
         let mut bc = BcTrainer::new(BcParams::default().lr(3e-3).hidden(vec![32, 32]).check().unwrap(), &ds).unwrap();
         let before = bc.mse().unwrap();
