@@ -13,6 +13,7 @@
 //! 3. a forward pass giving the current log-probs of a batch of responses (`[B, T]`).
 use anyhow::Result;
 use rand::Rng;
+use rl_core::Params;
 use rl_core::{rng_from_seed, SeededRng};
 use rlvr_core::{DecoupledParams, LossParams, PolicyLoss};
 use rlvr_replay::tensor::TensorBatch;
@@ -58,7 +59,7 @@ fn main() -> Result<()> {
     let mut opt = nn::Adam::default().build(&policy.vs, 0.1)?;
 
     // frugal-rl: a selector over prompt ids, a candidate source, a replay buffer, a loss.
-    let mut selector = Dps::new(DpsParams::default(), n_prompts)?;
+    let mut selector = Dps::new(DpsParams::default().check()?, n_prompts)?;
     let mut candidates = EpochWindow::new(n_prompts, 4)?;
     let mut buffer = GroupReplayBuffer::new(ReplayParams::new(K))?;
     let loss = LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?;
