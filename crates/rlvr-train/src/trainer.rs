@@ -1,7 +1,6 @@
 //! The RL loop: select prompts, roll out groups, score, fill the batch (POPO replay), compute
 //! the loss, step the optimizer, feed the outcomes back to the selector.
 
-use rl_core::Params;
 use std::collections::HashMap;
 use std::time::Instant;
 
