@@ -33,8 +33,8 @@ def main():
             per_file[file][summary] += 1
             if summary == "MissedMutant":
                 line = m.get("span", {}).get("start", {}).get("line", "?")
-                name = m.get("name") or f"{m.get('function', {}).get('function_name', '?')}: {m.get('genre', '')} {m.get('replacement', '')}"
-                missed.append(f"{file}:{line}: {name}")
+                name = m.get("name") or f"{file}:{line}: {m.get('replacement', '')}"
+                missed.append(name)
     if not per_file:
         print(f"no outcomes.json under {root}")
         return 1
