@@ -92,7 +92,7 @@ fn bench_batch<E: Env>(c: &mut Criterion, name: &str, make: impl FnMut(usize) ->
     let mut batch = VecEnv::from_fn(BATCH, 0, make).expect("batch");
     batch.reset().expect("reset");
     let dim = batch.action_space().dim();
-    let discrete = matches!(batch.action_space(), rl_core::Space::Discrete { .. });
+    let discrete = batch.action_space().is_discrete();
     let mut r = SeededRng::seed_from_u64(0);
     let rounds = STEPS / 10;
     let acts: Vec<Array2<f32>> = (0..rounds)
