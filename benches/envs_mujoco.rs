@@ -59,7 +59,9 @@ fn bench(c: &mut Criterion) {
     let acts: Vec<Array2<f32>> =
         (0..rounds).map(|_| Array2::from_shape_fn((BATCH, 6), |_| r.random_range(-1.0..1.0))).collect();
     let mut g = c.benchmark_group("envs_mujoco/batch64");
-    g.sample_size(10).measurement_time(Duration::from_secs(10)).throughput(Throughput::Elements((rounds * BATCH) as u64));
+    g.sample_size(10)
+        .measurement_time(Duration::from_secs(10))
+        .throughput(Throughput::Elements((rounds * BATCH) as u64));
     g.bench_function("HalfCheetah-v4", |b| {
         b.iter(|| {
             for a in &acts {
