@@ -68,9 +68,13 @@ pub mod nn;
 #[cfg(feature = "tch")]
 pub mod planner;
 pub mod policy;
+#[cfg(feature = "tch")]
+pub mod search;
 pub mod sim;
 pub mod stats;
 pub mod traffic;
+#[cfg(feature = "tch")]
+pub mod traj_eval;
 
 pub use auction::{AdvertiserTick, AuctionParams, Cascade, ReserveRule, TickAuction, ValueBounds, ValueNoise};
 pub use bidder::{

@@ -1028,9 +1028,18 @@ pub struct PlannerBidder {
     observed: Vec<[f32; STATE_DIM]>,
     plan: Vec<[f32; STATE_DIM]>,
     plans: usize,
+    info: Option<PeriodInfo>,
+    log: Option<crate::search::PlanLog>,
 }
 
 impl PlannerBidder {
+    /// Also records every plan (period, advertiser, tick, raw plan, actions) into `log`.
+    #[must_use]
+    pub fn with_plan_log(mut self, log: crate::search::PlanLog) -> Self {
+        self.log = Some(log);
+        self
+    }
+
     /// Rebuilds the planner of `snapshot`.
     ///
     /// # Errors
@@ -1045,6 +1054,8 @@ impl PlannerBidder {
             observed: Vec::new(),
             plan: Vec::new(),
             plans: 0,
+            info: None,
+            log: None,
         })
     }
 
@@ -1066,6 +1077,7 @@ impl Bidder for PlannerBidder {
 
     fn begin_period(&mut self, info: &PeriodInfo) -> Result<()> {
         self.cpa = info.cpa;
+        self.info = Some(*info);
         self.observed.clear();
         self.plan.clear();
         let s = rl_core::derive_seed_named(self.snapshot.params.seed, "planner-sampler");
@@ -1090,7 +1102,11 @@ impl Bidder for PlannerBidder {
             if let Some(seed) = p.reseed_each_call {
                 self.rng = rl_core::rng_from_seed(seed);
             }
-            let (plan, _) = self.planner.plan(&self.observed, &mut self.rng)?;
+            let (plan, actions) = self.planner.plan(&self.observed, &mut self.rng)?;
+            if let (Some(log), Some(info)) = (&self.log, &self.info) {
+                let mut l = log.lock().map_err(|_| AigbError::NotReady("plan log poisoned".into()))?;
+                l.push((info.period, info.advertiser, t, plan.clone(), actions));
+            }
             self.plan = plan;
             self.plans += 1;
         }
