@@ -144,19 +144,6 @@ impl OfflineError {
     pub fn corrupt(path: impl AsRef<std::path::Path>, reason: impl std::fmt::Display) -> Self {
         OfflineError::Corrupt { path: path.as_ref().display().to_string(), reason: reason.to_string() }
     }
-
-    /// Prefixes the parameter name of an [`OfflineError::InvalidParameter`] (nested params).
-    pub(crate) fn prefixed(self, prefix: &str) -> Self {
-        match self {
-            OfflineError::InvalidParameter { name, value, reason } => {
-                OfflineError::InvalidParameter { name: format!("{prefix}.{name}"), value, reason }
-            }
-            OfflineError::Nn(rl_nn::RlNnError::InvalidParameter { name, value, reason }) => {
-                OfflineError::InvalidParameter { name: format!("{prefix}.{name}"), value, reason }
-            }
-            other => other,
-        }
-    }
 }
 
 /// `Result` with [`OfflineError`].
@@ -179,22 +166,6 @@ pub(crate) mod check {
             Ok(())
         } else {
             Err(OfflineError::invalid(name, v, "must be finite and >= 0"))
-        }
-    }
-
-    pub(crate) fn unit_closed(name: &str, v: f64) -> Result<()> {
-        if (0.0..=1.0).contains(&v) {
-            Ok(())
-        } else {
-            Err(OfflineError::invalid(name, v, "must lie in [0, 1]"))
-        }
-    }
-
-    pub(crate) fn unit_open(name: &str, v: f64) -> Result<()> {
-        if v > 0.0 && v < 1.0 {
-            Ok(())
-        } else {
-            Err(OfflineError::invalid(name, v, "must lie in (0, 1)"))
         }
     }
 

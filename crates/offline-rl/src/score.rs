@@ -79,7 +79,7 @@ pub fn d4rl_reference(name: &str) -> Option<(f64, f64)> {
 /// [`OfflineError::InvalidParameter`] unless `lo < hi` and every value is finite.
 pub fn normalize(ret: f64, lo: f64, hi: f64) -> Result<f64> {
     rl_core::check_finite_f64("score", [ret, lo, hi].iter())?;
-    if !(lo < hi) {
+    if lo.partial_cmp(&hi) != Some(std::cmp::Ordering::Less) {
         return Err(OfflineError::invalid("ref_max", hi, format!("must exceed ref_min = {lo}")));
     }
     Ok(100.0 * (ret - lo) / (hi - lo))

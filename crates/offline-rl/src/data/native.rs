@@ -9,7 +9,7 @@
 //! | `terminals`, `timeouts` | U8 (0/1) | `[N]` |
 //!
 //! The safetensors metadata holds `format` = `frugal-rl.offline-dataset`, `format_version` =
-//! `1` and `info` = the [`DatasetInfo`](super::DatasetInfo) as JSON. Values are stored
+//! `1` and `info` = the [`DatasetInfo`] as JSON. Values are stored
 //! little-endian, so a round trip is bit-exact.
 
 use std::collections::HashMap;

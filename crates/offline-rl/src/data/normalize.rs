@@ -236,7 +236,7 @@ impl RewardTransform {
                 let returns = dataset.episode_returns();
                 let hi = returns.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let lo = returns.iter().copied().fold(f64::INFINITY, f64::min);
-                if !(hi - lo > 0.0) {
+                if (hi - lo).partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) {
                     return Err(OfflineError::invalid(
                         "return_range",
                         format!("[{lo}, {hi}]"),
