@@ -59,6 +59,7 @@ pub mod decoder;
 pub mod encoder;
 pub mod episode;
 pub mod error;
+pub mod llm;
 pub mod redistribute;
 pub mod script;
 

@@ -177,6 +177,8 @@ fn sandbox_engine(limits: &SandboxLimits) -> Engine {
     engine.on_print(|_| {});
     engine.on_debug(|_, _, _| {});
     engine.disable_symbol("eval");
+    // reading a field the layout does not have is an error naming it, not a silent `()`
+    engine.set_fail_on_invalid_map_property(true);
     engine.set_max_operations(limits.max_operations);
     engine.set_max_array_size(limits.max_array_size);
     engine.set_max_string_size(limits.max_string_size);
