@@ -662,7 +662,7 @@ mod tests {
         let tr = b.to_transitions(&er).unwrap();
         assert_eq!(tr.len(), 200);
         // the toy episodes have even length: terminated, not timeouts
-        assert_eq!(tr.timeout.sum(), 0.0);
+        assert_eq!(tr.timeout().sum(), 0.0);
         assert!(buf.push(toy_episode(2, 0.0), Array2::zeros((3, 1))).is_err());
         assert_eq!(buf.n_episodes(), 2);
     }
