@@ -270,6 +270,10 @@ fn print_summary(cfg: &RunConfig, s: &RunSummary, plot: &Path) {
         "held-out pass@1:        {:.3} -> {:.3}   ({} prompts x {} samples, T = {})",
         s.initial.pass_at_1, s.last.pass_at_1, cfg.task.eval_prompts, cfg.eval.samples, cfg.eval.temperature
     );
+    println!(
+        "train/held-out overlap: {} of {} held-out prompts are training prompts (by canonical form)",
+        s.held_out_overlap, cfg.task.eval_prompts
+    );
     println!("held-out pass@{}:        {:.3} -> {:.3}", s.last.k, s.initial.pass_at_k, s.last.pass_at_k);
     for (l, v) in &s.last.pass_at_1_by_level {
         let before = s.initial.pass_at_1_by_level.get(l).copied().unwrap_or(f64::NAN);

@@ -156,7 +156,7 @@ pub struct TaskConfig {
 impl Default for TaskConfig {
     fn default() -> Self {
         Self {
-            pool: PoolParams::new(Family::Countdown, 0).levels([0, 1]),
+            pool: PoolParams::new(Family::Countdown, 0).levels([1, 2, 3, 4]),
             train_prompts: 2000,
             eval_prompts: 512,
             eval_seed: 1_000_003,

@@ -1,7 +1,7 @@
 //! The training and held-out prompt pools, tokenized once, with the solver's solutions for the
 //! warm start.
 
-use rlvr_tasks::{CharTokenizer, PromptPool, RewardParams, Task, Verdict};
+use rlvr_tasks::{CharTokenizer, PoolRequest, PromptPool, RewardParams, Task, Verdict};
 
 use crate::config::TaskConfig;
 use crate::error::{Result, TrainError};
@@ -50,37 +50,51 @@ impl PoolSide {
     }
 }
 
-/// Training pool (ids `0..n`, which are also indices) and held-out pool.
+/// Training pool (ids `0..n`, which are also indices) and held-out pool, disjoint by
+/// construction: no held-out problem appears in the training pool, not even with its numbers
+/// reordered ([`rlvr_tasks::PromptKey`]).
 #[derive(Debug, Clone)]
 pub struct TaskSet {
     /// The tokenizer.
     pub tokenizer: CharTokenizer,
     /// Training prompts; prompt id = index.
     pub train: PoolSide,
-    /// Held-out prompts (never trained on).
+    /// Held-out prompts: never trained on, and no training prompt poses one of their problems.
     pub eval: PoolSide,
     /// The reward of a verdict.
     pub rewards: RewardParams,
 }
 
 impl TaskSet {
-    /// Generates both pools from the config.
+    /// Generates both pools from the config: the held-out pool first (from `eval_seed`, an
+    /// unbiased sample of the generator), then the training pool from the problems the
+    /// held-out pool did not take ([`PromptPool::generate_disjoint`]).
     ///
     /// # Errors
-    /// Generator parameters out of range.
+    /// Generator parameters out of range; [`rlvr_tasks::TaskError::NotEnoughPrompts`] when the
+    /// two pools ask a level for more distinct prompts than it can produce.
     pub fn new(cfg: &TaskConfig) -> Result<Self> {
         let tokenizer = CharTokenizer::new();
         let train_params = cfg.pool.clone().first_id(0);
-        let train = PromptPool::generate(&train_params, cfg.train_prompts)?;
-        let mut eval_params = cfg.pool.clone().first_id(0);
-        eval_params.seed = cfg.eval_seed;
-        let eval = PromptPool::generate(&eval_params, cfg.eval_prompts)?;
+        let eval_params = cfg.pool.clone().first_id(0).seed(cfg.eval_seed);
+        let mut pools = PromptPool::generate_disjoint(&[
+            PoolRequest { name: "held-out", params: &eval_params, n: cfg.eval_prompts },
+            PoolRequest { name: "train", params: &train_params, n: cfg.train_prompts },
+        ])?;
+        let train = pools.pop().unwrap_or_default();
+        let eval = pools.pop().unwrap_or_default();
         Ok(Self {
             train: PoolSide::new(train, &tokenizer)?,
             eval: PoolSide::new(eval, &tokenizer)?,
             tokenizer,
             rewards: cfg.rewards,
         })
+    }
+
+    /// Held-out prompts whose problem ([`rlvr_tasks::PromptKey`]) is also in the training
+    /// pool: 0 by construction (the demo prints it next to the accuracy).
+    pub fn overlap(&self) -> usize {
+        self.eval.pool.overlap(&self.train.pool)
     }
 
     /// The training prompt with id `id` (its index).

@@ -85,6 +85,10 @@ pub struct RunSummary {
     pub replay: bool,
     /// Seed.
     pub seed: u64,
+    /// Held-out prompts whose problem is also in the training pool (0 by construction,
+    /// [`TaskSet::overlap`]).
+    #[serde(default)]
+    pub held_out_overlap: usize,
     /// RL steps done.
     pub steps: u64,
     /// Rollouts spent.
@@ -580,6 +584,7 @@ impl Trainer {
             loss: self.cfg.loss.policy.name().to_string(),
             replay: self.cfg.replay.is_some(),
             seed: self.cfg.seed,
+            held_out_overlap: self.tasks.overlap(),
             steps: self.step,
             rollouts: self.counts,
             initial: first.report.clone(),
