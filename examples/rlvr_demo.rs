@@ -46,7 +46,7 @@ struct Args {
     /// Stop after this many rollouts.
     #[arg(long)]
     budget: Option<u64>,
-    /// Selector: uniform, ds, mopps, dps, gps.
+    /// Selector: uniform, hr, ds, odf, mopps, dps, gps, mpts, pdts, drm, gdrm.
     #[arg(long)]
     selector: Option<String>,
     /// Turn POPO replay off.
@@ -102,14 +102,8 @@ struct Args {
 }
 
 fn selector_from_name(name: &str) -> Result<SelectorConfig> {
-    Ok(match name {
-        "uniform" => SelectorConfig::Uniform,
-        "ds" | "dynamic_sampling" => SelectorConfig::DynamicSampling { max_gen_batches: 10 },
-        "mopps" => SelectorConfig::Mopps { params: MoppsParams::default() },
-        "dps" => SelectorConfig::Dps { params: DpsParams::default() },
-        "gps" => SelectorConfig::Gps { params: GpsParams::default(), embed_dim: 32 },
-        other => bail!("unknown selector {other:?} (uniform, ds, mopps, dps, gps)"),
-    })
+    SelectorConfig::from_short_name(name)
+        .with_context(|| format!("unknown selector {name:?} ({})", SelectorConfig::SHORT_NAMES.join(", ")))
 }
 
 fn loss_from_name(name: &str) -> Result<PolicyLoss> {

@@ -17,8 +17,10 @@ use std::path::{Path, PathBuf};
 use rl_lm::LmConfig;
 use rlvr_core::{DecoupledParams, LossParams};
 use rlvr_replay::ReplayParams;
-use rlvr_select::neural::GpsParams;
-use rlvr_select::{DpsParams, MoppsParams};
+use rlvr_select::neural::{GpsParams, MptsParams, PdtsParams};
+use rlvr_select::{
+    DpsParams, DrmParams, FilterParams, GdrmParams, HistoryResamplingParams, MoppsParams, RiskFromRewards,
+};
 use rlvr_tasks::{CharTokenizer, Family, PoolParams, RewardParams};
 use serde::{Deserialize, Serialize};
 
@@ -201,7 +203,8 @@ impl SftConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RlConfig {
-    /// Maximum training steps (one optimizer step each).
+    /// Maximum training steps (rollout batches; each makes `ppo_epochs × ppo_mini_batches`
+    /// optimizer steps).
     pub steps: usize,
     /// Stop once this many rollouts (training + selection) are spent; `None`: run all steps.
     pub rollout_budget: Option<u64>,
@@ -211,6 +214,12 @@ pub struct RlConfig {
     pub group_size: usize,
     /// Candidate prompts per step for predictive selectors, as a multiple `r` of `B`.
     pub candidate_ratio: usize,
+    /// Mini-batches each rollout batch is split into, whole groups each (verl:
+    /// `train_batch_size / ppo_mini_batch_size`, 4 with its defaults): one optimizer step per
+    /// mini-batch, so every mini-batch after the first is off-policy and the clip can act.
+    pub ppo_mini_batches: usize,
+    /// Passes over the rollout batch (verl `ppo_epochs`, default 1).
+    pub ppo_epochs: usize,
     /// Adam learning rate.
     pub lr: f64,
     /// Global gradient-norm clip (`None`: off).
@@ -231,6 +240,8 @@ impl Default for RlConfig {
             batch_prompts: 32,
             group_size: 8,
             candidate_ratio: 4,
+            ppo_mini_batches: 4,
+            ppo_epochs: 1,
             lr: 3e-4,
             grad_clip: Some(1.0),
             temperature: 1.0,
@@ -250,6 +261,16 @@ impl RlConfig {
         }
         if self.candidate_ratio == 0 {
             return Err(invalid("rl.candidate_ratio", 0, "must be >= 1"));
+        }
+        if self.ppo_mini_batches == 0 || self.ppo_mini_batches > self.batch_prompts {
+            return Err(invalid(
+                "rl.ppo_mini_batches",
+                self.ppo_mini_batches,
+                "must be in 1..=rl.batch_prompts (mini-batches hold whole groups)",
+            ));
+        }
+        if self.ppo_epochs == 0 {
+            return Err(invalid("rl.ppo_epochs", 0, "must be >= 1"));
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(invalid("rl.lr", self.lr, "must be finite and > 0"));
@@ -272,18 +293,44 @@ impl RlConfig {
     }
 }
 
-/// Which `rlvr-select` selector picks each step's prompts.
+/// Which `rlvr-select` selector picks each step's prompts: every selector of the crate. To
+/// use a selector of your own, hand it to [`crate::TrainerBuilder::selector`] instead.
+///
+/// Rollout-based selectors (`dynamic_sampling`, `online_difficulty`, `drm`) spend rollouts
+/// through the trainer's policy and train on the groups they keep; their group size is always
+/// `rl.group_size`. The feature-based ones (`gps`, `mpts`, `pdts`) see each prompt as a hashed
+/// character n-gram embedding of its text (`embed_dim` floats).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SelectorConfig {
     /// `B` prompts uniformly (an epoch-shuffled data loader).
     Uniform,
+    /// History resampling (the DPS paper's baseline): within an epoch, skip prompts whose group
+    /// was all-correct earlier in the epoch.
+    HistoryResampling {
+        /// Parameters (`epoch_steps`: steps per epoch; none = the whole run is one epoch).
+        #[serde(default)]
+        params: HistoryResamplingParams,
+    },
     /// DAPO dynamic sampling: roll out generation batches of `B`, keep groups with mixed
     /// success, stop at `B` kept or after `max_gen_batches` batches.
     DynamicSampling {
         /// Cap on generation batches per step (DAPO: 10).
         #[serde(default = "default_gen_batches")]
         max_gen_batches: usize,
+    },
+    /// Online difficulty filtering: as dynamic sampling, keeping groups whose success rate lies
+    /// in `[p_lo, p_hi]`.
+    OnlineDifficulty {
+        /// Cap on generation batches per step.
+        #[serde(default = "default_gen_batches")]
+        max_gen_batches: usize,
+        /// Lower end of the kept success-rate band.
+        #[serde(default = "default_p_lo")]
+        p_lo: f64,
+        /// Upper end of the kept success-rate band.
+        #[serde(default = "default_p_hi")]
+        p_hi: f64,
     },
     /// MoPPS: Beta posterior per prompt, Thompson draw closest to the target rate.
     Mopps {
@@ -306,6 +353,37 @@ pub enum SelectorConfig {
         #[serde(default = "default_embed_dim")]
         embed_dim: usize,
     },
+    /// MPTS: a risk learner over prompt embeddings, UCB on the predicted risk (1 − success).
+    Mpts {
+        /// Parameters.
+        #[serde(default)]
+        params: MptsParams,
+        /// Embedding dimension of the hashed character n-grams.
+        #[serde(default = "default_embed_dim")]
+        embed_dim: usize,
+    },
+    /// PDTS: MPTS's risk learner with posterior sampling and a diversity term.
+    Pdts {
+        /// Parameters.
+        #[serde(default)]
+        params: PdtsParams,
+        /// Embedding dimension of the hashed character n-grams.
+        #[serde(default = "default_embed_dim")]
+        embed_dim: usize,
+    },
+    /// DRM: roll out every candidate and train on the `B` with the highest risk (CVaR).
+    Drm {
+        /// Risk of a group without an explicit risk.
+        #[serde(default = "default_risk")]
+        risk_from_rewards: RiskFromRewards,
+    },
+    /// GDRM: the first `B` candidates, each group's advantages scaled by its exponentiated-
+    /// gradient weight (a weighted loss for PPO-type losses, which are linear in the advantage).
+    Gdrm {
+        /// Parameters.
+        #[serde(default)]
+        params: GdrmParams,
+    },
 }
 
 fn default_gen_batches() -> usize {
@@ -316,6 +394,18 @@ fn default_embed_dim() -> usize {
     32
 }
 
+fn default_p_lo() -> f64 {
+    FilterParams::online_difficulty().p_lo
+}
+
+fn default_p_hi() -> f64 {
+    FilterParams::online_difficulty().p_hi
+}
+
+fn default_risk() -> RiskFromRewards {
+    DrmParams::default().risk_from_rewards
+}
+
 impl Default for SelectorConfig {
     fn default() -> Self {
         Self::Dps { params: DpsParams::default() }
@@ -323,25 +413,78 @@ impl Default for SelectorConfig {
 }
 
 impl SelectorConfig {
-    /// A short name for tables (`uniform`, `ds`, `mopps`, `dps`, `gps`).
+    /// Every short name, in the order of the variants.
+    pub const SHORT_NAMES: [&'static str; 11] =
+        ["uniform", "hr", "ds", "odf", "mopps", "dps", "gps", "mpts", "pdts", "drm", "gdrm"];
+
+    /// A short name for tables (one of [`SHORT_NAMES`](Self::SHORT_NAMES)).
     pub fn short_name(&self) -> &'static str {
         match self {
             Self::Uniform => "uniform",
+            Self::HistoryResampling { .. } => "hr",
             Self::DynamicSampling { .. } => "ds",
+            Self::OnlineDifficulty { .. } => "odf",
             Self::Mopps { .. } => "mopps",
             Self::Dps { .. } => "dps",
             Self::Gps { .. } => "gps",
+            Self::Mpts { .. } => "mpts",
+            Self::Pdts { .. } => "pdts",
+            Self::Drm { .. } => "drm",
+            Self::Gdrm { .. } => "gdrm",
+        }
+    }
+
+    /// The selector of a short name (or its TOML `kind`) with default parameters.
+    pub fn from_short_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "uniform" => Self::Uniform,
+            "hr" | "history_resampling" => Self::HistoryResampling { params: HistoryResamplingParams::default() },
+            "ds" | "dynamic_sampling" => Self::DynamicSampling { max_gen_batches: default_gen_batches() },
+            "odf" | "online_difficulty" => Self::OnlineDifficulty {
+                max_gen_batches: default_gen_batches(),
+                p_lo: default_p_lo(),
+                p_hi: default_p_hi(),
+            },
+            "mopps" => Self::Mopps { params: MoppsParams::default() },
+            "dps" => Self::Dps { params: DpsParams::default() },
+            "gps" => Self::Gps { params: GpsParams::default(), embed_dim: default_embed_dim() },
+            "mpts" => Self::Mpts { params: MptsParams::default(), embed_dim: default_embed_dim() },
+            "pdts" => Self::Pdts { params: PdtsParams::default(), embed_dim: default_embed_dim() },
+            "drm" => Self::Drm { risk_from_rewards: default_risk() },
+            "gdrm" => Self::Gdrm { params: GdrmParams::default() },
+            _ => return None,
+        })
+    }
+
+    /// The filter parameters of `dynamic_sampling` / `online_difficulty` for `group_size`.
+    pub(crate) fn filter_params(&self, group_size: usize) -> Option<FilterParams> {
+        match self {
+            Self::DynamicSampling { max_gen_batches } => {
+                Some(FilterParams { group_size, max_gen_batches: *max_gen_batches, ..FilterParams::dynamic_sampling() })
+            }
+            Self::OnlineDifficulty { max_gen_batches, p_lo, p_hi } => Some(FilterParams {
+                group_size,
+                max_gen_batches: *max_gen_batches,
+                p_lo: *p_lo,
+                p_hi: *p_hi,
+                ..FilterParams::online_difficulty()
+            }),
+            _ => None,
         }
     }
 
     fn check(&self, group_size: usize) -> Result<()> {
+        if let Some(f) = self.filter_params(group_size) {
+            if f.max_gen_batches == 0 {
+                return Err(invalid("selector.max_gen_batches", 0, "must be >= 1"));
+            }
+            f.check()?;
+            return Ok(());
+        }
         match self {
-            Self::Uniform => Ok(()),
-            Self::DynamicSampling { max_gen_batches } => {
-                if *max_gen_batches == 0 {
-                    return Err(invalid("selector.max_gen_batches", 0, "must be >= 1"));
-                }
-                rlvr_select::FilterParams { group_size, ..rlvr_select::FilterParams::dynamic_sampling() }.check()?;
+            Self::Uniform | Self::DynamicSampling { .. } | Self::OnlineDifficulty { .. } => Ok(()),
+            Self::HistoryResampling { params } => {
+                rlvr_select::HistoryResampling::new(*params)?;
                 Ok(())
             }
             Self::Mopps { params } => {
@@ -353,14 +496,37 @@ impl SelectorConfig {
                 Ok(())
             }
             Self::Gps { params, embed_dim } => {
-                if *embed_dim == 0 {
-                    return Err(invalid("selector.embed_dim", 0, "must be >= 1"));
-                }
+                check_embed_dim(*embed_dim)?;
                 params.check()?;
+                Ok(())
+            }
+            Self::Mpts { params, embed_dim } => {
+                check_embed_dim(*embed_dim)?;
+                rlvr_select::neural::Mpts::new(*params, *embed_dim)?;
+                Ok(())
+            }
+            Self::Pdts { params, embed_dim } => {
+                check_embed_dim(*embed_dim)?;
+                rlvr_select::neural::Pdts::new(*params, *embed_dim)?;
+                Ok(())
+            }
+            Self::Drm { risk_from_rewards } => {
+                rlvr_select::Drm::new(DrmParams { group_size, risk_from_rewards: *risk_from_rewards })?;
+                Ok(())
+            }
+            Self::Gdrm { params } => {
+                rlvr_select::Gdrm::new(*params)?;
                 Ok(())
             }
         }
     }
+}
+
+fn check_embed_dim(embed_dim: usize) -> Result<()> {
+    if embed_dim == 0 {
+        return Err(invalid("selector.embed_dim", 0, "must be >= 1"));
+    }
+    Ok(())
 }
 
 /// Held-out evaluation.

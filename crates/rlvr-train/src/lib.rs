@@ -56,4 +56,6 @@ pub use error::{Result, TrainError};
 pub use eval::{pass_at_k, EvalReport};
 pub use rollout::{GroupSampling, RolloutGroup, RolloutTimes};
 pub use tasks::{PoolSide, TaskSet};
-pub use trainer::{device_of, EvalPoint, RolloutCounts, RunSummary, StepRecord, TimeSplit, Trainer};
+pub use trainer::{
+    device_of, EvalPoint, RolloutCounts, RunSummary, StepRecord, TimeSplit, Trainer, TrainerBuilder, UpdateStats,
+};

@@ -91,6 +91,50 @@ impl TaskSet {
         })
     }
 
+    /// A task set of your own pools. Training prompts are renumbered `0..n` (their position:
+    /// the ids the selectors see); held-out prompts keep their ids.
+    ///
+    /// # Errors
+    /// [`TrainError::InvalidConfig`] (`tasks.train` / `tasks.eval`) for an empty pool or a pool
+    /// that repeats a problem, and when a held-out problem is also a training problem (by
+    /// [`rlvr_tasks::PromptKey`]); [`rlvr_tasks::TaskError::UnknownChar`] for text the
+    /// tokenizer cannot encode.
+    pub fn from_pools(train: PromptPool, eval: PromptPool, rewards: RewardParams) -> Result<Self> {
+        for (name, pool) in [("tasks.train", &train), ("tasks.eval", &eval)] {
+            if pool.is_empty() {
+                return Err(crate::error::invalid(name, 0, "the pool is empty"));
+            }
+            let dup = pool.duplicates();
+            if dup > 0 {
+                return Err(crate::error::invalid(name, dup, "prompts repeat a problem of the same pool"));
+            }
+        }
+        let shared = eval.overlap(&train);
+        if shared > 0 {
+            return Err(crate::error::invalid(
+                "tasks.eval",
+                shared,
+                "held-out prompts pose problems of the training pool (by canonical form)",
+            ));
+        }
+        rewards.check()?;
+        let train = PromptPool::from_prompts(
+            train
+                .into_prompts()
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| rlvr_tasks::Prompt { id: i as u64, ..p })
+                .collect(),
+        );
+        let tokenizer = CharTokenizer::new();
+        Ok(Self {
+            train: PoolSide::new(train, &tokenizer)?,
+            eval: PoolSide::new(eval, &tokenizer)?,
+            tokenizer,
+            rewards,
+        })
+    }
+
     /// Held-out prompts whose problem ([`rlvr_tasks::PromptKey`]) is also in the training
     /// pool: 0 by construction (the demo prints it next to the accuracy).
     pub fn overlap(&self) -> usize {

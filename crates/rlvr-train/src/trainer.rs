@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use rand::seq::SliceRandom;
 use rand::RngCore;
 use rl_core::{derive_seed_named, rng_from_seed, Metrics, SeededRng};
 use rl_lm::{LogProbOptions, SamplingParams, SequenceBatch, TransformerLm};
@@ -11,10 +12,10 @@ use rlvr_core::LossConfig;
 use rlvr_replay::tensor::TensorBatch;
 use rlvr_replay::{FilledBatch, GroupReplayBuffer, ReplayParams, Shortfall};
 use rlvr_select::embed::{EmbedParams, HashedNgramEmbedder};
-use rlvr_select::neural::Gps;
+use rlvr_select::neural::{Gps, Mpts, Pdts};
 use rlvr_select::{
-    CandidateSource, Dps, DynamicSampling, EpochWindow, FilterParams, ItemId, Mopps, Outcome, RolloutOracle, Selector,
-    Uniform,
+    CandidateSource, Dps, Drm, DrmParams, DynamicSampling, EpochWindow, Gdrm, HistoryResampling, ItemId, Mopps,
+    OnlineDifficultyFilter, Outcome, RolloutOracle, Selector, Uniform,
 };
 use rlvr_tasks::CharTokenizer;
 use serde::{Deserialize, Serialize};
@@ -70,8 +71,38 @@ pub struct StepRecord {
     pub batch_groups: usize,
     /// Groups in the trained batch with reward variance (non-zero advantages).
     pub batch_effective: usize,
+    /// One entry per optimizer step (`ppo_epochs × ppo_mini_batches`, fewer when the batch
+    /// has fewer groups than mini-batches; empty when nothing was trained), in order.
+    pub updates: Vec<UpdateStats>,
     /// Every metric of the step (what the JSONL log gets).
     pub metrics: Metrics,
+}
+
+/// One optimizer step of a rollout batch: which mini-batch, and what the loss reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateStats {
+    /// Pass over the batch (0-based, `< rl.ppo_epochs`).
+    pub epoch: usize,
+    /// Mini-batch index within the pass.
+    pub mini_batch: usize,
+    /// Groups in the mini-batch.
+    pub groups: usize,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// The loss's metrics on this mini-batch: the first update of a batch is on-policy (ratio
+    /// 1, clip fraction 0 on fresh rows); later ones are not.
+    pub loss: rlvr_core::LossMetrics,
+}
+
+/// A mini-batch, prepared once per rollout batch.
+struct MiniBatch {
+    groups: usize,
+    tb: TensorBatch,
+    seq: SequenceBatch,
+    /// Log-probs of the policy that generated the batch, computed before the first update.
+    old: Tensor,
+    /// Behaviour log-probs: `old` on fresh rows, the stored ones on replayed rows.
+    behave: Tensor,
 }
 
 /// End-of-run summary.
@@ -206,6 +237,7 @@ pub struct Trainer {
     rollout_rng: SeededRng,
     select_rng: SeededRng,
     eval_rng: SeededRng,
+    ppo_rng: SeededRng,
     step: u64,
     counts: RolloutCounts,
     generated_groups: u64,
@@ -227,19 +259,103 @@ impl std::fmt::Debug for Trainer {
     }
 }
 
-impl Trainer {
-    /// Builds everything from a validated config: pools, model (seeded), selector, buffer,
-    /// loss and optimizer.
+/// Builds a [`Trainer`] from a config, with any of its parts supplied by the caller instead:
+/// a selector of your own (any [`Selector`]), your own task pools, your own policy.
+///
+/// ```no_run
+/// use rlvr_select::{Selector, Uniform};
+/// use rlvr_train::{RunConfig, TaskSet, Trainer};
+/// let cfg = RunConfig::default();
+/// let tasks = TaskSet::new(&cfg.task)?;                  // or TaskSet::from_pools(train, held_out, rewards)
+/// let trainer = Trainer::builder(cfg)
+///     .selector(Box::new(Uniform::new()))                 // any Box<dyn Selector + Send>
+///     .tasks(tasks)
+///     .build()?;
+/// assert_eq!(trainer.selector().name(), "uniform");
+/// # Ok::<(), rlvr_train::TrainError>(())
+/// ```
+///
+/// What each part replaces:
+///
+/// | builder call | replaces | checked |
+/// |---|---|---|
+/// | [`selector`](Self::selector) | `cfg.selector`; candidates come from an epoch-shuffled window of `rl.candidate_ratio · B` training prompts; selection weights, when the selector returns them, scale each group's advantages | — |
+/// | [`tasks`](Self::tasks) | `cfg.task` (pools and rewards) | the pools are disjoint ([`TaskSet::from_pools`]) |
+/// | [`policy`](Self::policy) | `cfg.model` (the config records the policy's `LmConfig`) and the seeded initialisation | vocabulary = the tokenizer's |
+pub struct TrainerBuilder {
+    cfg: RunConfig,
+    selector: Option<Box<dyn Selector + Send>>,
+    tasks: Option<TaskSet>,
+    policy: Option<TransformerLm>,
+}
+
+impl std::fmt::Debug for TrainerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrainerBuilder")
+            .field("selector", &self.selector.as_ref().map(|s| s.name()))
+            .field("tasks", &self.tasks.is_some())
+            .field("policy", &self.policy.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TrainerBuilder {
+    /// Uses `selector` instead of the one `cfg.selector` names.
+    #[must_use]
+    pub fn selector(mut self, selector: Box<dyn Selector + Send>) -> Self {
+        self.selector = Some(selector);
+        self
+    }
+
+    /// Uses these pools instead of generating them from `cfg.task`.
+    #[must_use]
+    pub fn tasks(mut self, tasks: TaskSet) -> Self {
+        self.tasks = Some(tasks);
+        self
+    }
+
+    /// Uses this policy (weights included) instead of building one from `cfg.model`.
+    #[must_use]
+    pub fn policy(mut self, policy: TransformerLm) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Validates the config and builds the trainer.
     ///
     /// # Errors
-    /// Invalid config, device unavailable, task generation errors.
-    pub fn new(cfg: RunConfig) -> Result<Self> {
+    /// Invalid config ([`TrainError::InvalidConfig`] naming the field), device unavailable,
+    /// task generation errors, a policy whose vocabulary is not the tokenizer's.
+    pub fn build(self) -> Result<Trainer> {
+        let Self { mut cfg, selector, tasks, policy } = self;
+        if let Some(lm) = &policy {
+            let vocab = CharTokenizer::VOCAB_SIZE;
+            if lm.config().vocab_size != vocab {
+                return Err(crate::error::invalid(
+                    "policy.vocab_size",
+                    lm.config().vocab_size,
+                    &format!("the tokenizer has {vocab} ids"),
+                ));
+            }
+            cfg.model = lm.config().clone();
+        }
         cfg.check()?;
-        let device = device_of(&cfg)?;
-        let tasks = TaskSet::new(&cfg.task)?;
-        rl_nn::seed_torch(derive_seed_named(cfg.seed, "model"));
-        let lm = TransformerLm::new(&cfg.model, device)?;
-        let (selector, source) = build_selector(&cfg, &tasks)?;
+        let tasks = match tasks {
+            Some(t) => t,
+            None => TaskSet::new(&cfg.task)?,
+        };
+        let lm = match policy {
+            Some(lm) => lm,
+            None => {
+                let device = device_of(&cfg)?;
+                rl_nn::seed_torch(derive_seed_named(cfg.seed, "model"));
+                TransformerLm::new(&cfg.model, device)?
+            }
+        };
+        let (selector, source) = match selector {
+            Some(s) => (s, EpochWindow::new(tasks.train.len(), cfg.rl.candidate_ratio)?),
+            None => build_selector(&cfg, &tasks)?,
+        };
         let replay = match &cfg.replay {
             Some(r) => r.clone(),
             // No replay: every rolled-out group is trained as it is; ineffective groups keep
@@ -250,10 +366,11 @@ impl Trainer {
         let loss = cfg.loss.check()?;
         let opt = tch::nn::Adam::default().build(lm.var_store(), cfg.rl.lr)?;
         let sampling = sampling_params(cfg.rl.max_new_tokens, cfg.rl.temperature, cfg.rl.top_p);
-        Ok(Self {
+        Ok(Trainer {
             rollout_rng: rng_from_seed(derive_seed_named(cfg.seed, "rollout")),
             select_rng: rng_from_seed(derive_seed_named(cfg.seed, "select")),
             eval_rng: rng_from_seed(derive_seed_named(cfg.seed, "eval")),
+            ppo_rng: rng_from_seed(derive_seed_named(cfg.seed, "ppo")),
             cfg,
             tasks,
             lm,
@@ -273,6 +390,22 @@ impl Trainer {
             warm_start_seconds: 0.0,
             curve: Vec::new(),
         })
+    }
+}
+
+impl Trainer {
+    /// Builds everything from the config: pools, model (seeded), selector, buffer, loss and
+    /// optimizer. [`Trainer::builder`] takes your own selector, tasks or policy.
+    ///
+    /// # Errors
+    /// Invalid config, device unavailable, task generation errors.
+    pub fn new(cfg: RunConfig) -> Result<Self> {
+        Self::builder(cfg).build()
+    }
+
+    /// A builder starting from `cfg`.
+    pub fn builder(cfg: RunConfig) -> TrainerBuilder {
+        TrainerBuilder { cfg, selector: None, tasks: None, policy: None }
     }
 
     /// The config.
@@ -419,9 +552,30 @@ impl Trainer {
         let mut metrics = Metrics::new();
         let batch_effective = filled.iter().filter(|g| g.advantages().iter().any(|a| a.abs() > 1e-6)).count();
         let batch_groups = filled.len();
-        if !filled.is_empty() {
-            self.update(&filled, step, &mut metrics)?;
+        // Selection weights (GDRM, or a caller's selector) scale the advantages of the groups of
+        // the selected prompts; replayed groups keep weight 1.
+        let weights: Option<HashMap<ItemId, f32>> =
+            selection.weights.as_ref().map(|w| selection.ids.iter().copied().zip(w.iter().copied()).collect());
+        if let Some(w) = &weights {
+            if let Some((&id, &v)) = w.iter().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
+                return Err(TrainError::InvalidConfig {
+                    field: "selection.weights".into(),
+                    value: v.to_string(),
+                    reason: format!("the selector's weight for prompt {id} must be finite and >= 0"),
+                });
+            }
         }
+        let group_weights: Vec<f32> = filled
+            .iter()
+            .map(|g| match (&weights, g.origin()) {
+                (Some(w), rlvr_replay::Origin::Fresh | rlvr_replay::Origin::Unfilled { .. }) => {
+                    w.get(&g.group().prompt_id()).copied().unwrap_or(1.0)
+                }
+                _ => 1.0,
+            })
+            .collect();
+        let updates =
+            if filled.is_empty() { Vec::new() } else { self.update(&filled, &group_weights, step, &mut metrics)? };
         self.trained_groups += batch_groups as u64;
         self.trained_effective += batch_effective as u64;
         let loss_elapsed = t_loss.elapsed();
@@ -475,70 +629,127 @@ impl Trainer {
             success_rate,
             batch_groups,
             batch_effective,
+            updates,
             metrics,
         })
     }
 
-    fn update(&mut self, filled: &FilledBatch, step: u64, metrics: &mut Metrics) -> Result<()> {
+    /// PPO on one rollout batch: split it into `rl.ppo_mini_batches` mini-batches of whole
+    /// groups (a seeded shuffle of the groups, fixed for the step), compute the log-probs of
+    /// the policy that generated the batch once (`old`, before any update), then make one
+    /// optimizer step per mini-batch for `rl.ppo_epochs` passes. Fresh rows' behaviour
+    /// log-probs are `old` itself (weight exactly 1); replayed rows keep their stored ones, so
+    /// POPO's proximal (`old`) / behaviour split holds through every mini-batch.
+    fn update(
+        &mut self,
+        filled: &FilledBatch,
+        group_weights: &[f32],
+        step: u64,
+        metrics: &mut Metrics,
+    ) -> Result<Vec<UpdateStats>> {
         let device = self.lm.device();
-        let tb = TensorBatch::new(filled, CharTokenizer::PAD, device)?;
-        let mut prompts: Vec<Vec<i64>> = Vec::with_capacity(tb.rows() as usize);
-        let mut responses: Vec<Vec<i64>> = Vec::with_capacity(tb.rows() as usize);
-        for bg in filled.iter() {
-            let g = bg.group();
-            let prompt: Vec<i64> = g.prompt_tokens().iter().map(|&t| i64::from(t)).collect();
-            for r in g.responses() {
-                prompts.push(prompt.clone());
-                responses.push(r.tokens.iter().map(|&t| i64::from(t)).collect());
-            }
-        }
-        let seq = SequenceBatch::pack(&prompts, &responses, CharTokenizer::PAD, device)?;
+        let n = filled.len();
+        let m = self.cfg.rl.ppo_mini_batches.min(n).max(1);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.shuffle(&mut self.ppo_rng);
         let opts = LogProbOptions { temperature: self.cfg.rl.temperature, entropy: true };
-        let cur = self.lm.response_logprobs(&seq, &opts)?;
-        if cur.logprobs.size() != tb.mask.size() {
-            return Err(TrainError::Shape {
-                what: "policy log-probs vs replay batch".into(),
-                expected: tb.mask.size(),
-                got: cur.logprobs.size(),
-            });
+        let mut minis = Vec::with_capacity(m);
+        let mut at = 0;
+        for i in 0..m {
+            let size = n / m + usize::from(i < n % m);
+            let picked = &order[at..at + size];
+            at += size;
+            let groups: Vec<_> = picked.iter().filter_map(|&g| filled.groups.get(g).cloned()).collect();
+            let sub = FilledBatch { groups, report: Default::default() };
+            let mut tb = TensorBatch::new(&sub, CharTokenizer::PAD, device)?;
+            let w: Vec<f32> = picked.iter().map(|&g| group_weights.get(g).copied().unwrap_or(1.0)).collect();
+            if w.iter().any(|&x| x != 1.0) {
+                let k = i64::try_from(self.cfg.rl.group_size).unwrap_or(1);
+                let rows =
+                    Tensor::from_slice(&w).f_repeat_interleave_self_int(k, Some(0), None)?.f_to_device(device)?;
+                tb.advantages = tb.advantages.f_mul(&rows)?;
+            }
+            let mut prompts: Vec<Vec<i64>> = Vec::with_capacity(tb.rows() as usize);
+            let mut responses: Vec<Vec<i64>> = Vec::with_capacity(tb.rows() as usize);
+            for bg in sub.iter() {
+                let g = bg.group();
+                let prompt: Vec<i64> = g.prompt_tokens().iter().map(|&t| i64::from(t)).collect();
+                for r in g.responses() {
+                    prompts.push(prompt.clone());
+                    responses.push(r.tokens.iter().map(|&t| i64::from(t)).collect());
+                }
+            }
+            let seq = SequenceBatch::pack(&prompts, &responses, CharTokenizer::PAD, device)?;
+            // The generating policy's log-probs, once, before the first update.
+            let old = tch::no_grad(|| {
+                self.lm.response_logprobs(&seq, &LogProbOptions { entropy: false, ..opts }).map(|o| o.logprobs)
+            })?;
+            if old.size() != tb.mask.size() {
+                return Err(TrainError::Shape {
+                    what: "policy log-probs vs replay batch".into(),
+                    expected: tb.mask.size(),
+                    got: old.size(),
+                });
+            }
+            let behave = tb.behaviour_logp_for(&old)?;
+            minis.push(MiniBatch { groups: size, tb, seq, old, behave });
         }
-        // One optimizer step per batch: the proximal policy is the current one before the step.
-        let old = cur.logprobs.detach();
-        let behave = tb.behaviour_logp_for(&old)?;
-        let mut inputs = tb.loss_inputs(&cur.logprobs, &old, &behave);
-        if let Some(h) = cur.entropy.as_ref() {
-            inputs = inputs.entropy(h);
-        }
-        let out = self.loss.loss(&inputs, &tb.counts()?)?;
-        if !out.metrics.loss.is_finite() {
-            return Err(TrainError::NonFinite { what: "loss".into(), step });
-        }
-        self.opt.zero_grad();
-        out.loss.f_backward()?;
-        let grad_norm = clip_grad_norm(self.lm.var_store().trainable_variables(), self.cfg.rl.grad_clip)?;
-        if !grad_norm.is_finite() {
-            self.opt.zero_grad();
-            return Err(TrainError::NonFinite { what: "gradient norm".into(), step });
-        }
-        self.opt.step();
-        let m = &out.metrics;
-        metrics.insert("loss/loss", m.loss);
-        metrics.insert("loss/pg_loss", m.pg_loss);
-        metrics.insert("loss/ppo_kl", m.ppo_kl);
-        metrics.insert("loss/ratio_mean", m.ratio_mean);
-        metrics.insert("loss/grad_norm", grad_norm);
-        metrics.insert("loss/tokens", m.tokens);
-        for (name, v) in [
-            ("loss/clipfrac", m.clipfrac),
-            ("loss/entropy", m.entropy),
-            ("loss/is_weight_mean", m.is_weight_mean),
-            ("loss/is_weight_raw_mean", m.is_weight_raw_mean),
-        ] {
-            if let Some(v) = v {
-                metrics.insert(name, v);
+        let mut updates = Vec::with_capacity(m * self.cfg.rl.ppo_epochs);
+        for epoch in 0..self.cfg.rl.ppo_epochs {
+            for (index, mb) in minis.iter().enumerate() {
+                let cur = self.lm.response_logprobs(&mb.seq, &opts)?;
+                let mut inputs = mb.tb.loss_inputs(&cur.logprobs, &mb.old, &mb.behave);
+                if let Some(h) = cur.entropy.as_ref() {
+                    inputs = inputs.entropy(h);
+                }
+                let out = self.loss.loss(&inputs, &mb.tb.counts()?)?;
+                if !out.metrics.loss.is_finite() {
+                    return Err(TrainError::NonFinite { what: "loss".into(), step });
+                }
+                self.opt.zero_grad();
+                out.loss.f_backward()?;
+                let grad_norm = clip_grad_norm(self.lm.var_store().trainable_variables(), self.cfg.rl.grad_clip)?;
+                if !grad_norm.is_finite() {
+                    self.opt.zero_grad();
+                    return Err(TrainError::NonFinite { what: "gradient norm".into(), step });
+                }
+                self.opt.step();
+                updates.push(UpdateStats { epoch, mini_batch: index, groups: mb.groups, grad_norm, loss: out.metrics });
             }
         }
-        Ok(())
+        let k = updates.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&UpdateStats) -> f64| updates.iter().map(f).sum::<f64>() / k;
+        metrics.insert("loss/updates", updates.len() as f64);
+        metrics.insert("loss/loss", mean(&|u| u.loss.loss));
+        metrics.insert("loss/pg_loss", mean(&|u| u.loss.pg_loss));
+        metrics.insert("loss/ppo_kl", mean(&|u| u.loss.ppo_kl));
+        metrics.insert("loss/ratio_mean", mean(&|u| u.loss.ratio_mean));
+        metrics.insert("loss/grad_norm", mean(&|u| u.grad_norm));
+        metrics.insert("loss/tokens", updates.iter().map(|u| u.loss.tokens).sum::<f64>());
+        type Get = fn(&rlvr_core::LossMetrics) -> Option<f64>;
+        let optional: [(&str, Get); 6] = [
+            ("loss/clipfrac", |m| m.clipfrac),
+            ("loss/clipfrac_dual", |m| m.clipfrac_dual),
+            ("loss/entropy", |m| m.entropy),
+            ("loss/is_weight_mean", |m| m.is_weight_mean),
+            ("loss/is_weight_raw_mean", |m| m.is_weight_raw_mean),
+            ("loss/lpo_coef_l1", |m| m.lpo_coef_l1),
+        ];
+        for (name, get) in optional {
+            let vals: Vec<f64> = updates.iter().filter_map(|u| get(&u.loss)).collect();
+            if !vals.is_empty() {
+                metrics.insert(name, vals.iter().sum::<f64>() / vals.len() as f64);
+            }
+        }
+        // The last update is the most off-policy one: its clip fraction and KL show whether the
+        // trust region binds.
+        if let Some(last) = updates.last() {
+            metrics.insert("loss/ppo_kl_last", last.loss.ppo_kl);
+            if let Some(c) = last.loss.clipfrac {
+                metrics.insert("loss/clipfrac_last", c);
+            }
+        }
+        Ok(updates)
     }
 
     /// Runs steps until [`done`](Trainer::done), evaluating before the first step, every
@@ -620,29 +831,54 @@ fn clip_grad_norm(vars: Vec<Tensor>, max: Option<f64>) -> Result<f64> {
     Ok(norm)
 }
 
+/// The hashed character n-gram embedding of every training prompt (feature selectors).
+fn prompt_features(tasks: &TaskSet, dim: usize) -> Result<Vec<f32>> {
+    let embedder = HashedNgramEmbedder::new(EmbedParams { dim, ..EmbedParams::default() })?;
+    let texts: Vec<String> = tasks.train.pool().iter().map(|p| p.text()).collect();
+    Ok(embedder.embed_all(&texts))
+}
+
+/// The selector of `cfg.selector` over the training pool, and the candidate window it draws from.
 fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector + Send>, EpochWindow)> {
     let n = tasks.train.len();
     let ratio = cfg.rl.candidate_ratio;
+    let k = cfg.rl.group_size;
     let seed = derive_seed_named(cfg.seed, "selector");
+    let window = |r: usize| EpochWindow::new(n, r);
     Ok(match &cfg.selector {
-        SelectorConfig::Uniform => (Box::new(Uniform::new()), EpochWindow::new(n, 1)?),
-        SelectorConfig::DynamicSampling { max_gen_batches } => {
-            let params = FilterParams {
-                group_size: cfg.rl.group_size,
-                max_gen_batches: *max_gen_batches,
-                ..FilterParams::dynamic_sampling()
+        SelectorConfig::Uniform => (Box::new(Uniform::new()), window(1)?),
+        SelectorConfig::HistoryResampling { params } => (Box::new(HistoryResampling::new(*params)?), window(1)?),
+        sel @ (SelectorConfig::DynamicSampling { .. } | SelectorConfig::OnlineDifficulty { .. }) => {
+            let params =
+                sel.filter_params(k).ok_or_else(|| crate::error::invalid("selector", "filter", "no filter"))?;
+            let source = window(params.max_gen_batches.max(1))?;
+            let boxed: Box<dyn Selector + Send> = match sel {
+                SelectorConfig::DynamicSampling { .. } => Box::new(DynamicSampling::new(params)?),
+                _ => Box::new(OnlineDifficultyFilter::new(params)?),
             };
-            (Box::new(DynamicSampling::new(params)?), EpochWindow::new(n, *max_gen_batches)?)
+            (boxed, source)
         }
-        SelectorConfig::Mopps { params } => (Box::new(Mopps::new(*params, n)?), EpochWindow::new(n, ratio)?),
-        SelectorConfig::Dps { params } => (Box::new(Dps::new(*params, n)?), EpochWindow::new(n, ratio)?),
+        SelectorConfig::Mopps { params } => (Box::new(Mopps::new(*params, n)?), window(ratio)?),
+        SelectorConfig::Dps { params } => (Box::new(Dps::new(*params, n)?), window(ratio)?),
         SelectorConfig::Gps { params, embed_dim } => {
-            let embedder = HashedNgramEmbedder::new(EmbedParams { dim: *embed_dim, ..EmbedParams::default() })?;
-            let texts: Vec<String> = tasks.train.pool().iter().map(|p| p.text()).collect();
-            let table = embedder.embed_all(&texts);
+            let table = prompt_features(tasks, *embed_dim)?;
             let gps = Gps::new(params.seed(seed), *embed_dim)?.with_feature_table(table.clone())?;
-            (Box::new(gps), EpochWindow::new(n, ratio)?.with_features(table, *embed_dim)?)
+            (Box::new(gps), window(ratio)?.with_features(table, *embed_dim)?)
         }
+        SelectorConfig::Mpts { params, embed_dim } => {
+            let table = prompt_features(tasks, *embed_dim)?;
+            let mpts = Mpts::new(params.seed(seed), *embed_dim)?.with_feature_table(table.clone())?;
+            (Box::new(mpts), window(ratio)?.with_features(table, *embed_dim)?)
+        }
+        SelectorConfig::Pdts { params, embed_dim } => {
+            let table = prompt_features(tasks, *embed_dim)?;
+            let pdts = Pdts::new(params.seed(seed), *embed_dim)?.with_feature_table(table.clone())?;
+            (Box::new(pdts), window(ratio)?.with_features(table, *embed_dim)?)
+        }
+        SelectorConfig::Drm { risk_from_rewards } => {
+            (Box::new(Drm::new(DrmParams { group_size: k, risk_from_rewards: *risk_from_rewards })?), window(ratio)?)
+        }
+        SelectorConfig::Gdrm { params } => (Box::new(Gdrm::new(*params)?), window(1)?),
     })
 }
 
