@@ -4,7 +4,8 @@
 #   make lint   rustfmt --check, clippy -D warnings on all targets, rustdoc with warnings denied
 # Provisioning (scripts/provision.sh) installs torch==2.11.0 from PyPI into a venv under
 # $(FRUGAL_CACHE) (default ~/.cache/frugal-rl) once and links it as `.libtorch`; nothing else is
-# needed by hand. `make provision-mujoco` adds mujoco==3.17.0 + gymnasium for the `mujoco` feature.
+# needed by hand. `make provision-mujoco` adds mujoco==3.17.0 + gymnasium for the `mujoco` feature
+# (rl-envs' MuJoCo environments); `make test` and `make lint` provision it too (about 30 MB).
 SHELL := bash
 FRUGAL_CACHE ?= $(HOME)/.cache/frugal-rl
 export FRUGAL_CACHE
@@ -20,12 +21,14 @@ provision:
 provision-mujoco:
 	@scripts/provision.sh mujoco
 
-test: provision
+test: provision provision-mujoco
 	$(CARGO) test --workspace --features full
+	@# rl-envs' MuJoCo environments (locomotion, MuJoCo point maze) against their golden rollouts
+	$(CARGO) test -p rl-envs --features mujoco
 	@# the tch-free crates must build and pass without libtorch features
 	$(CARGO) test -p rlvr-select -p rlvr-replay --no-default-features
-	@# rl-core must stay libtorch-free
-	@if $(CARGO) tree -p rl-core -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rl-core depends on tch"; exit 1; fi
+	@# rl-core and rl-envs must stay libtorch-free
+	@for c in rl-core rl-envs; do if $(CARGO) tree -p $$c -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "$$c depends on tch"; exit 1; fi; done
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
@@ -45,11 +48,13 @@ test-examples: provision
 demo: provision
 	$(CARGO) run --release --features rlvr-train --example rlvr_demo
 
-lint: provision
+lint: provision provision-mujoco
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features full -- -D warnings
+	$(CARGO) clippy -p rl-envs --all-targets --features mujoco -- -D warnings
 	$(CARGO) clippy -p rlvr-select -p rlvr-replay --all-targets --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p rl-envs --no-deps --features mujoco
 
 bench: provision
 	$(CARGO) bench --workspace --features full

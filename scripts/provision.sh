@@ -5,7 +5,8 @@
 #   - the link `.libtorch` in the repository root, pointing at that wheel's `torch/` folder,
 #     which `.cargo/config.toml` hands to torch-sys as LIBTORCH;
 #   - with the argument `mujoco`: mujoco==3.17.0 and gymnasium in the same venv, and the link
-#     `.mujoco` to the folder holding libmujoco.so (MUJOCO_DYNAMIC_LINK_DIR).
+#     `.mujoco` to the folder holding libmujoco.so (MUJOCO_DYNAMIC_LINK_DIR) and
+#     `gymnasium-assets/` (the MuJoCo model XMLs of the gymnasium wheel, read by rl-envs).
 # Only PyPI is contacted; nothing is downloaded from anywhere else.
 set -euo pipefail
 
@@ -86,6 +87,9 @@ PY
   ln -sfn "$mj_dir/libmujoco.so.$MUJOCO_VERSION" "$lib_dir/libmujoco.so.$MUJOCO_VERSION"
   ln -sfn "$mj_dir/libmujoco.so.$MUJOCO_VERSION" "$lib_dir/libmujoco.so"
   ln -sfn "$mj_dir/include" "$lib_dir/include"
+  # rl-envs reads the locomotion models (hopper.xml, ...) from the installed gymnasium wheel
+  gym_assets=$("$py" -c 'import importlib.util, os; print(os.path.join(os.path.dirname(importlib.util.find_spec("gymnasium").origin), "envs", "mujoco", "assets"))')
+  ln -sfn "$gym_assets" "$lib_dir/gymnasium-assets"
   if [ "$(readlink "$root/.mujoco" 2>/dev/null || true)" != "$lib_dir" ]; then
     ln -sfn "$lib_dir" "$root/.mujoco"
     say "linked .mujoco -> $lib_dir (libmujoco.so, headers)"

@@ -13,12 +13,16 @@
 //! | `rl-lm` | [`rl_lm`] | small decoder-only transformer policy: KV-cached sampling with behaviour log-probs, training log-probs, safetensors checkpoints |
 //! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
 //! | `rlvr-train` | [`rlvr_train`] | the end-to-end RLVR loop: warm start, group rollouts, selection, POPO replay, any loss, held-out pass@k |
-//! | `full` | | all of the above |
+//! | `rl-envs` | [`rl_envs`] | environments matched to gymnasium step for step (classic control, point mazes, particle worlds) and wrappers (tch-free) |
+//! | `mujoco` | [`rl_envs`] | adds MuJoCo locomotion (Hopper, HalfCheetah, Walker2d, Ant) and the MuJoCo point maze (needs `make provision-mujoco`) |
+//! | `full` | | all of the above except `mujoco` |
 //!
 //! See the README for the crate map and `docs/` for the guide.
 #![deny(missing_docs)]
 
 pub use rl_core as core;
+#[cfg(feature = "rl-envs")]
+pub use rl_envs;
 #[cfg(feature = "rl-lm")]
 pub use rl_lm;
 #[cfg(feature = "nn")]

@@ -24,6 +24,30 @@ where
     Ok(Tensor::f_from_slice(slice)?.f_reshape(shape)?)
 }
 
+/// Copies an array into a new `f32` tensor of the same shape on `device`.
+///
+/// # Errors
+/// [`RlNnError::DeviceUnavailable`] when `device` is not present (checked before any libtorch
+/// op); libtorch failures.
+pub fn array_to_tensor_on<S, D>(a: &ArrayBase<S, D>, device: Device) -> Result<Tensor>
+where
+    S: Data<Elem = f32>,
+    D: Dimension,
+{
+    crate::check::available(device)?;
+    Ok(array_to_tensor(a)?.f_to_device(device)?)
+}
+
+/// Moves `t` to `device`, checking first that the device exists (a plain `to_device` panics
+/// inside libtorch when it does not).
+///
+/// # Errors
+/// [`RlNnError::DeviceUnavailable`]; libtorch failures.
+pub fn to_device(t: &Tensor, device: Device) -> Result<Tensor> {
+    crate::check::available(device)?;
+    Ok(t.f_to_device(device)?)
+}
+
 /// Copies a tensor (any kind, any device) into an `f32` array of the same shape.
 ///
 /// # Errors
@@ -95,5 +119,8 @@ mod tests {
         // kinds are converted
         let d = Tensor::from_slice(&[1.5f64, 2.5]);
         assert_eq!(tensor_to_array1(&d).unwrap(), array![1.5f32, 2.5]);
+        assert!(array_to_tensor_on(&v, Device::Cpu).unwrap().equal(&array_to_tensor(&v).unwrap()));
+        assert!(matches!(array_to_tensor_on(&v, Device::Cuda(63)), Err(RlNnError::DeviceUnavailable(_))));
+        assert!(matches!(to_device(&d, Device::Cuda(63)), Err(RlNnError::DeviceUnavailable(_))));
     }
 }

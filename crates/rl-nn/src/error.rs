@@ -1,6 +1,6 @@
 //! The error type of `rl-nn`.
 
-/// Errors returned by `rl-nn`.
+/// Errors returned by `rl-nn`. Every variant names what was wrong, so a user can fix the input.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RlNnError {
@@ -32,7 +32,8 @@ pub enum RlNnError {
         /// The unexpected names (sorted).
         names: Vec<String>,
     },
-    /// A checkpoint file could not be read or parsed (missing, truncated, not safetensors).
+    /// A checkpoint file could not be read or parsed (truncated, not safetensors, bad JSON,
+    /// a value that fails its checks).
     #[error("checkpoint {path}: cannot read: {reason}")]
     CorruptCheckpoint {
         /// Checkpoint file.
@@ -40,17 +41,44 @@ pub enum RlNnError {
         /// What went wrong.
         reason: String,
     },
+    /// A checkpoint file or directory does not exist.
+    #[error("checkpoint {path}: no such file or directory")]
+    MissingFile {
+        /// The missing path.
+        path: String,
+    },
+    /// A checkpoint was written by another component or another format version.
+    #[error("checkpoint {path}: {what} is `{got}`, expected `{expected}`")]
+    FormatMismatch {
+        /// The `state.json` file.
+        path: String,
+        /// `kind` or `format_version`.
+        what: String,
+        /// What this code reads.
+        expected: String,
+        /// What the file holds.
+        got: String,
+    },
     /// Two variable stores that must match (target networks) do not.
     #[error("variable stores differ: {0}")]
     StoreMismatch(String),
-    /// A configuration value is invalid.
-    #[error("invalid config `{name}` = {value}: {reason}")]
-    InvalidConfig {
+    /// A parameter value is invalid.
+    #[error("invalid parameter `{name}` = {value}: {reason}")]
+    InvalidParameter {
         /// Field name.
         name: String,
         /// Value, formatted.
         value: String,
         /// Why it is invalid.
+        reason: String,
+    },
+    /// A variable or tensor name cannot be used (empty, duplicated, or holding a `.` where the
+    /// variable store forbids it).
+    #[error("invalid name `{name}`: {reason}")]
+    InvalidName {
+        /// The name.
+        name: String,
+        /// Why it cannot be used.
         reason: String,
     },
     /// A tensor passed in has the wrong shape.
@@ -62,6 +90,42 @@ pub enum RlNnError {
         expected: String,
         /// The shape passed.
         got: Vec<i64>,
+    },
+    /// A tensor passed in has the wrong element kind (dtype).
+    #[error("kind mismatch for `{what}`: expected {expected}, got {got}")]
+    Kind {
+        /// What was checked.
+        what: String,
+        /// Expected kind(s), described.
+        expected: String,
+        /// The kind passed.
+        got: String,
+    },
+    /// A tensor passed in lives on another device than the model.
+    #[error("device mismatch for `{what}`: expected {expected}, got {got}")]
+    Device {
+        /// What was checked.
+        what: String,
+        /// The model's device.
+        expected: String,
+        /// The tensor's device.
+        got: String,
+    },
+    /// A value that must be finite is NaN or infinite.
+    #[error("non-finite value {value} in `{what}` at index {index}")]
+    NonFinite {
+        /// What was checked.
+        what: String,
+        /// The first offending index (flattened).
+        index: usize,
+        /// The offending value.
+        value: f64,
+    },
+    /// An input that must be non-empty is empty.
+    #[error("`{what}` is empty")]
+    Empty {
+        /// What was empty.
+        what: String,
     },
     /// A requested device is not available.
     #[error("device `{0}` is not available on this machine")]
@@ -78,6 +142,16 @@ pub enum RlNnError {
     /// I/O failure.
     #[error(transparent)]
     Io(#[from] std::io::Error),
+    /// JSON (de)serialisation failure.
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+}
+
+impl RlNnError {
+    /// [`RlNnError::InvalidParameter`] for field `name` holding `value`.
+    pub fn invalid(name: impl Into<String>, value: impl std::fmt::Display, reason: impl Into<String>) -> Self {
+        RlNnError::InvalidParameter { name: name.into(), value: value.to_string(), reason: reason.into() }
+    }
 }
 
 /// `Result` with [`RlNnError`].

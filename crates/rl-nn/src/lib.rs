@@ -1,25 +1,45 @@
 //! # rl-nn
 //!
 //! libtorch foundations for [frugal-rl](https://example.invalid/frugal-rl), through
-//! [`tch`] 0.24 (PyTorch 2.11.0):
+//! [`tch`] 0.24 (PyTorch 2.11.0). Every crate that builds a network (agents, transformers,
+//! diffusion models) builds it from these pieces, so that the whole workspace shares one way
+//! to draw random numbers, check inputs, optimise and checkpoint:
 //!
-//! - [`Mlp`] and [`EnsembleMlp`] builders ([`MlpConfig`]: widths, [`Activation`], LayerNorm,
-//!   output activation); ensembles run all members in one batched matmul per layer.
-//! - [`soft_update`] / [`hard_update`] for target networks.
-//! - [`default_device`]: CUDA when available, overridden by `FRUGAL_DEVICE=cpu|cuda|cuda:N`.
-//! - [`checkpoint`]: safetensors save/load with typed errors naming any missing or wrongly shaped
-//!   tensor (nothing is modified by a failed load).
-//! - [`convert`]: `Tensor` <-> `ndarray`.
+//! - [`init`]: seeded, global-free initialisation ([`init::Init`]: PyTorch's `nn.Linear`
+//!   default, orthogonal, Xavier/Glorot, Kaiming, (truncated) normal, uniform, constants) from a
+//!   caller's `&mut impl Rng`, never from libtorch's process-wide generator.
+//! - [`rand`]: runtime noise (normal, uniform, Bernoulli, dropout masks, categorical sampling)
+//!   from the component's own generator, moved to the device.
+//! - [`optim`]: [`optim::Adam`] / AdamW (PyTorch's update, operation for operation) with
+//!   global-norm gradient clipping; moments and step counts are named tensors, so a checkpoint
+//!   resumes bit for bit.
+//! - [`checkpoint`]: checkpoint directories (`state.json` + `tensors.safetensors`, written to
+//!   a temporary name and renamed) and safetensors files, with typed errors for missing,
+//!   corrupt and mismatched files; a failed load changes nothing.
+//! - [`check`]: checks of caller tensors (rank, every dimension, kind, device, device
+//!   availability) before any libtorch op.
+//! - [`Mlp`] and [`EnsembleMlp`] ([`MlpConfig`]: widths, [`Activation`], LayerNorm,
+//!   initialisers); ensembles run all members in one batched matmul per layer.
+//! - [`soft_update`] / [`hard_update`] for target networks; [`default_device`]: CUDA when
+//!   available, overridden by `FRUGAL_DEVICE=cpu|cuda|cuda:N`; [`convert`]: `Tensor` <-> `ndarray`.
 //!
 //! ```
-//! use rl_nn::{Mlp, MlpConfig, Activation};
-//! use tch::{nn::VarStore, Device, Kind, Tensor};
+//! use rl_core::Params;
+//! use rl_nn::optim::{Adam, AdamParams};
+//! use rl_nn::{Activation, Mlp, MlpConfig};
+//! use tch::{nn::VarStore, Device, Kind};
+//! let mut rng = rl_core::rng_from_seed(0); // the component's own stream
 //! let vs = VarStore::new(Device::Cpu);
-//! let net = Mlp::new(&vs.root(), 4, 1, &MlpConfig::new([32, 32]).activation(Activation::Tanh))?;
-//! let y = net.f_forward(&Tensor::zeros([8, 4], (Kind::Float, Device::Cpu)))?;
+//! let net = Mlp::new(&vs.root(), 4, 1, &MlpConfig::new([32, 32]).activation(Activation::Tanh).check()?, &mut rng)?;
+//! let mut opt = Adam::for_var_store(AdamParams::default().check()?, &vs)?;
+//! let x = rl_nn::rand::standard_normal(&[8, 4], (Kind::Float, Device::Cpu), &mut rng)?;
+//! let y = net.f_forward(&x)?;
 //! assert_eq!(y.size(), [8, 1]);
+//! opt.backward_step(&y.square().mean(Kind::Float))?;
 //! # Ok::<(), rl_nn::RlNnError>(())
 //! ```
+//!
+//! Guide: `docs/rl-nn.md`.
 //!
 //! ## Using this crate from your own binary
 //!
@@ -47,20 +67,29 @@
 #![deny(missing_debug_implementations)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod check;
 pub mod checkpoint;
 pub mod convert;
 pub mod device;
 pub mod error;
+pub mod init;
 pub mod mlp;
+pub mod optim;
+pub mod rand;
 pub mod target;
 
 pub use checkpoint::LoadMode;
 pub use device::{default_device, device_name, parse_device};
 pub use error::{Result, RlNnError};
 pub use mlp::{Activation, EnsembleMlp, Mlp, MlpConfig};
+pub use optim::{Adam, AdamParams};
 pub use target::{hard_update, soft_update};
 
-/// Seeds libtorch's CPU and CUDA generators from a 64-bit seed (see [`rl_core::seed`]).
+/// Seeds libtorch's process-wide CPU and CUDA generators from a 64-bit seed (see
+/// [`rl_core::seed`]).
+///
+/// Library code never calls this (conventions §3): models draw from [`init`] and [`rand`]. It
+/// remains for programs that call libtorch's own random functions themselves.
 pub fn seed_torch(seed: u64) {
     tch::manual_seed(rl_core::seed::torch_seed(seed));
 }
@@ -74,5 +103,6 @@ mod autotraits {
         has_send::<super::Mlp>();
         has_send::<super::EnsembleMlp>();
         has_send::<super::RlNnError>();
+        has_send::<super::Adam>();
     }
 }

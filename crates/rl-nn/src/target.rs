@@ -35,22 +35,18 @@ fn paired(target: &VarStore, source: &VarStore) -> Result<Vec<(Tensor, Tensor)>>
 /// Polyak averaging `target <- tau * source + (1 - tau) * target` for every variable.
 ///
 /// # Errors
-/// [`RlNnError::InvalidConfig`] for `tau` outside `[0, 1]`; [`RlNnError::StoreMismatch`] /
+/// [`RlNnError::InvalidParameter`] for `tau` outside `[0, 1]`; [`RlNnError::StoreMismatch`] /
 /// [`RlNnError::TensorShape`] when the stores do not hold the same variables (nothing is updated).
 pub fn soft_update(target: &VarStore, source: &VarStore, tau: f64) -> Result<()> {
     if !(0.0..=1.0).contains(&tau) {
-        return Err(RlNnError::InvalidConfig {
-            name: "tau".into(),
-            value: tau.to_string(),
-            reason: "must lie in [0, 1]".into(),
-        });
+        return Err(RlNnError::invalid("tau", tau, "must lie in [0, 1]"));
     }
     let pairs = paired(target, source)?;
     tch::no_grad(|| -> Result<()> {
         for (mut t, s) in pairs {
             let s = s.f_to_device(t.device())?;
             let _ = t.f_mul_scalar_(1.0 - tau)?;
-            let _ = t.f_add_(&(s * tau))?;
+            let _ = t.f_add_(&s.f_mul_scalar(tau)?)?;
         }
         Ok(())
     })
@@ -74,15 +70,17 @@ pub fn hard_update(target: &VarStore, source: &VarStore) -> Result<()> {
 mod tests {
     use super::*;
     use crate::mlp::{Mlp, MlpConfig};
+    use rl_core::Params;
     use tch::Device;
 
     #[test]
     fn soft_and_hard_updates() {
         let a = VarStore::new(Device::Cpu);
         let b = VarStore::new(Device::Cpu);
-        let cfg = MlpConfig::new([4]);
-        let _ma = Mlp::new(&a.root(), 2, 1, &cfg).unwrap();
-        let _mb = Mlp::new(&b.root(), 2, 1, &cfg).unwrap();
+        let cfg = MlpConfig::new([4]).check().unwrap();
+        let mut rng = rl_core::rng_from_seed(0);
+        let _ma = Mlp::new(&a.root(), 2, 1, &cfg, &mut rng).unwrap();
+        let _mb = Mlp::new(&b.root(), 2, 1, &cfg, &mut rng).unwrap();
         let before_t = a.variables()["0.weight"].copy();
         let src = b.variables()["0.weight"].copy();
         soft_update(&a, &b, 0.25).unwrap();
@@ -92,7 +90,7 @@ mod tests {
         assert!((a.variables()["0.weight"].copy() - src).abs().max().double_value(&[]) == 0.0);
         assert!(soft_update(&a, &b, 1.5).is_err());
         let c = VarStore::new(Device::Cpu);
-        let _mc = Mlp::new(&c.root(), 3, 1, &cfg).unwrap();
+        let _mc = Mlp::new(&c.root(), 3, 1, &cfg, &mut rng).unwrap();
         assert!(matches!(hard_update(&a, &c), Err(RlNnError::TensorShape { .. })));
     }
 }

@@ -1,13 +1,16 @@
 //! GPS: a small generalisable prompt-predictive model steering batch selection.
 
 use super::features::{success_rate, FeatureMemory};
-use super::nn::{adam_from_state, kl_normal, load_into, matrix, randn, Adam, AdamParams, AdamState, Dense, TensorData};
+use super::nn::{
+    adam_state, check_lr, kl_normal, load_adam, load_into, matrix, new_adam, randn, AdamState, Dense, TensorData,
+};
 use crate::diversity::{greedy_msd, mean_pair_distance, min_distance_to, Diversity, MsdProblem};
 use crate::error::{invalid, Result, SelectError};
 use crate::oracle::RolloutOracle;
 use crate::types::{check_select_args, Candidates, ItemId, Outcome, Prediction, Selection};
 use crate::Selector;
 use rand::RngCore;
+use rl_nn::optim::Adam;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
@@ -115,7 +118,7 @@ impl GpsParams {
                 return Err(invalid(name, v, "must lie in 1..=65536"));
             }
         }
-        AdamParams::with_lr(self.lr).check()?;
+        check_lr(self.lr)?;
         for (name, v) in
             [("kl_weight", self.kl_weight), ("intra_weight", self.intra_weight), ("inter_weight", self.inter_weight)]
         {
@@ -266,23 +269,25 @@ impl Gps {
         let prior_enc = Dense::new(d + 1, &[h], h, &mut rng)?;
         let prior_head = Dense::new(h, &[h], 2 * z, &mut rng)?;
         let decoder = Dense::new(d + z, &[h, h], 1, &mut rng)?;
-        let mut s = Self {
+        let mut vars = post_enc.params();
+        for net in [&post_head, &prior_enc, &prior_head, &decoder] {
+            vars.extend(net.params());
+        }
+        let adam = new_adam(p.lr, vars)?;
+        Ok(Self {
             params: p,
             post_enc,
             post_head,
             prior_enc,
             prior_head,
             decoder,
-            adam: Adam::new(AdamParams::with_lr(p.lr), &[])?,
+            adam,
             last: None,
             prev: None,
             updates: 0,
             features: FeatureMemory::new(dim),
             scratch: Vec::new(),
-        };
-        let shapes: Vec<Vec<i64>> = s.vars().iter().map(|t| t.size()).collect();
-        s.adam = Adam::new(AdamParams::with_lr(p.lr), &shapes)?;
-        Ok(s)
+        })
     }
 
     /// Attaches an embedding table (row `i` = embedding of id `i`). Not part of the saved state.
@@ -488,13 +493,7 @@ impl Gps {
             if !loss_value.is_finite() {
                 return Err(SelectError::InvalidState(format!("GPS loss is {loss_value}")));
             }
-            loss.f_backward()?;
-            let mut vars = self.post_enc.params_mut();
-            vars.extend(self.post_head.params_mut());
-            vars.extend(self.prior_enc.params_mut());
-            vars.extend(self.prior_head.params_mut());
-            vars.extend(self.decoder.params_mut());
-            self.adam.step(&mut vars)?;
+            self.adam.backward_step(&loss)?;
         }
         // H_{t−1} ← H_t for the next update's prior; H_t also conditions the next prediction.
         self.prev = self.last.take();
@@ -582,7 +581,7 @@ impl Selector for Gps {
             params: self.params,
             dim: self.features.dim,
             weights: self.vars().into_iter().map(TensorData::from_tensor).collect::<Result<_>>()?,
-            adam: self.adam.state()?,
+            adam: adam_state(&self.adam)?,
             last: self.last.clone(),
             prev: self.prev.clone(),
             updates: self.updates,
@@ -614,8 +613,7 @@ impl Selector for Gps {
             vars.extend(new.decoder.params_mut());
             load_into(&mut vars, &s.weights, "GPS weights")?;
         }
-        let shapes: Vec<Vec<i64>> = new.vars().iter().map(|t| t.size()).collect();
-        new.adam = adam_from_state(AdamParams::with_lr(s.params.lr), &shapes, &s.adam)?;
+        load_adam(&mut new.adam, &s.adam)?;
         new.last = s.last;
         new.prev = s.prev;
         new.updates = s.updates;

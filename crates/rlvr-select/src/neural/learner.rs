@@ -1,9 +1,12 @@
 //! The neural-process risk learner shared by MPTS and PDTS: a conditional VAE from a task
 //! identifier to its adaptation risk, trained by streaming variational inference.
 
-use super::nn::{adam_from_state, kl_normal, load_into, matrix, randn, Adam, AdamParams, AdamState, Dense, TensorData};
+use super::nn::{
+    adam_state, check_lr, kl_normal, load_adam, load_into, matrix, new_adam, randn, AdamState, Dense, TensorData,
+};
 use crate::error::{invalid, Result, SelectError};
 use rand::RngCore;
+use rl_nn::optim::Adam;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
@@ -107,7 +110,7 @@ impl RiskLearnerParams {
                 return Err(invalid(name, v, "must lie in 1..=2^20"));
             }
         }
-        AdamParams::with_lr(self.lr).check()?;
+        check_lr(self.lr)?;
         if !(self.kl_weight.is_finite() && self.kl_weight >= 0.0) {
             return Err(invalid("kl_weight", self.kl_weight, "must be finite and >= 0"));
         }
@@ -197,21 +200,23 @@ impl RiskLearner {
         let encoder = Dense::new(d + 1, &[h, h], r, &mut rng)?;
         let musigma = Dense::new(r, &[r], 2 * z, &mut rng)?;
         let decoder = Dense::new(d + z, &[h, h, h], 1, &mut rng)?;
-        let mut s = Self {
+        let mut vars = encoder.params();
+        vars.extend(musigma.params());
+        vars.extend(decoder.params());
+        let adam = new_adam(p.lr, vars)?;
+        Ok(Self {
             x_dim,
             params: p,
             encoder,
             musigma,
             decoder,
-            adam: Adam::new(AdamParams::with_lr(p.lr), &[])?,
+            adam,
             prior_mu: vec![0.0; p.z_dim],
             prior_sigma: vec![1.0; p.z_dim],
             last_x: None,
             last_y: None,
             updates: 0,
-        };
-        s.adam = Adam::new(AdamParams::with_lr(p.lr), &s.shapes())?;
-        Ok(s)
+        })
     }
 
     /// Identifier dimension.
@@ -246,10 +251,6 @@ impl RiskLearner {
         v.extend(self.musigma.params_mut());
         v.extend(self.decoder.params_mut());
         v
-    }
-
-    fn shapes(&self) -> Vec<Vec<i64>> {
-        self.vars().iter().map(|t| t.size()).collect()
     }
 
     fn check_x(&self, x: &[f32], what: &'static str) -> Result<usize> {
@@ -344,11 +345,7 @@ impl RiskLearner {
             if !loss_value.is_finite() {
                 return Err(SelectError::InvalidState(format!("risk-learner loss is {loss_value}")));
             }
-            loss.f_backward()?;
-            let mut vars = self.encoder.params_mut();
-            vars.extend(self.musigma.params_mut());
-            vars.extend(self.decoder.params_mut());
-            self.adam.step(&mut vars)?;
+            self.adam.backward_step(&loss)?;
             last_q = Some((TensorData::from_tensor(&mu)?.data, TensorData::from_tensor(&sigma)?.data));
         }
         if let Some((m, s)) = last_q {
@@ -422,7 +419,7 @@ impl RiskLearner {
             x_dim: self.x_dim,
             params: self.params,
             weights: self.vars().into_iter().map(TensorData::from_tensor).collect::<Result<_>>()?,
-            adam: self.adam.state()?,
+            adam: adam_state(&self.adam)?,
             prior_mu: self.prior_mu.clone(),
             prior_sigma: self.prior_sigma.clone(),
             last_x: self.last_x.clone(),
@@ -456,7 +453,7 @@ impl RiskLearner {
             _ => return Err(SelectError::InvalidState("risk learner last batch needs both x and y".into())),
         }
         load_into(&mut s.vars_mut(), &state.weights, "risk learner weights")?;
-        s.adam = adam_from_state(AdamParams::with_lr(s.params.lr), &s.shapes(), &state.adam)?;
+        load_adam(&mut s.adam, &state.adam)?;
         s.prior_mu.clone_from(&state.prior_mu);
         s.prior_sigma.clone_from(&state.prior_sigma);
         s.last_x.clone_from(&state.last_x);

@@ -29,7 +29,7 @@ mod risk;
 pub use gps::{Allocation, AllocationParams, Gps, GpsParams};
 pub use learner::{Reduction, RiskLearner, RiskLearnerParams, RiskLearnerState};
 pub use mpts::{Mpts, MptsParams};
-pub use nn::{AdamParams, AdamState, TensorData};
+pub use nn::{AdamState, TensorData};
 pub use pdts::{Pdts, PdtsDiversity, PdtsParams};
 
 impl From<tch::TchError> for crate::SelectError {

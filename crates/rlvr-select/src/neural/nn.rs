@@ -1,13 +1,19 @@
-//! Small dense networks on `tch` whose weights are initialised from a Rust RNG, a hand-written
-//! Adam whose moments serialise exactly, and `f32` tensor (de)serialisation.
+//! Small dense networks on `tch` initialised through `rl_nn::init`, `rl_nn::optim::Adam` with
+//! its state as plain data, and `f32` tensor (de)serialisation.
 //!
 //! Everything random in the neural selectors comes from Rust generators (ChaCha8 seeded by the
-//! caller), never from libtorch's global generator, so a selector restored from its saved state
-//! and driven by an RNG in the same state reproduces the original bit for bit.
+//! caller) through `rl_nn::init` / `rl_nn::rand`, never from libtorch's global generator, so a
+//! selector restored from its saved state and driven by an RNG in the same state reproduces the
+//! original bit for bit.
+
+use std::collections::BTreeMap;
 
 use crate::error::{Result, SelectError};
 use rand::RngCore;
-use rand_distr::{Distribution, StandardNormal};
+use rl_core::Params;
+use rl_nn::init::{Fans, Init};
+use rl_nn::optim::{Adam, AdamParams};
+use rl_nn::LoadMode;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
@@ -47,23 +53,10 @@ impl TensorData {
     }
 }
 
-/// Uniform `U(-1/sqrt(fan_in), 1/sqrt(fan_in))` values (PyTorch's `nn.Linear` default for weight
-/// and bias), drawn from `rng`.
-fn uniform_init(n: usize, fan_in: i64, rng: &mut dyn RngCore) -> Vec<f32> {
-    let bound = 1.0 / (fan_in.max(1) as f64).sqrt();
-    (0..n)
-        .map(|_| {
-            let u = (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
-            ((2.0 * u - 1.0) * bound) as f32
-        })
-        .collect()
-}
-
-/// Standard normal draws as a tensor of `shape`.
+/// Standard normal draws as a tensor of `shape` (`rl_nn::rand`: from `rng`, never from
+/// libtorch's generator).
 pub(crate) fn randn(shape: &[i64], rng: &mut dyn RngCore) -> Result<Tensor> {
-    let n: i64 = shape.iter().product();
-    let v: Vec<f32> = (0..n.max(0)).map(|_| StandardNormal.sample(rng)).collect();
-    Ok(Tensor::f_from_slice(&v)?.f_reshape(shape)?)
+    Ok(rl_nn::rand::standard_normal(shape, (Kind::Float, Device::Cpu), rng)?)
 }
 
 /// A dense map `y = x W^T + b` with `W: [out, in]`.
@@ -74,13 +67,14 @@ pub(crate) struct Linear {
 }
 
 impl Linear {
+    /// PyTorch's `nn.Linear` initialisation `U(±1/√input)` for weight then bias, drawn from
+    /// `rng` through `rl_nn::init`.
     fn new(input: i64, output: i64, rng: &mut dyn RngCore) -> Result<Self> {
-        let w = uniform_init((input * output) as usize, input, rng);
-        let b = uniform_init(output as usize, input, rng);
-        Ok(Self {
-            w: Tensor::f_from_slice(&w)?.f_reshape([output, input])?.f_set_requires_grad(true)?,
-            b: Tensor::f_from_slice(&b)?.f_set_requires_grad(true)?,
-        })
+        let fans = Some(Fans::new(input, output));
+        let opts = (Kind::Float, Device::Cpu);
+        let w = rl_nn::init::tensor_with_fans(Init::TorchLinear, &[output, input], fans, opts, rng)?;
+        let b = rl_nn::init::tensor_with_fans(Init::TorchLinear, &[output], fans, opts, rng)?;
+        Ok(Self { w: w.f_set_requires_grad(true)?, b: b.f_set_requires_grad(true)? })
     }
 
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
@@ -148,103 +142,75 @@ impl Dense {
     }
 }
 
-/// Adam hyper-parameters (PyTorch defaults except the learning rate).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct AdamParams {
-    /// Learning rate.
-    pub lr: f64,
-    /// First-moment decay `β1` (0.9).
-    pub beta1: f64,
-    /// Second-moment decay `β2` (0.999).
-    pub beta2: f64,
-    /// Denominator epsilon (1e-8).
-    pub eps: f64,
+/// Checks a learning rate of the neural selectors (finite, `> 0`).
+pub(crate) fn check_lr(lr: f64) -> Result<()> {
+    if !(lr.is_finite() && lr > 0.0) {
+        return Err(crate::error::invalid("lr", lr, "the learning rate must be finite and > 0"));
+    }
+    Ok(())
 }
 
-impl AdamParams {
-    /// PyTorch's defaults with learning rate `lr`.
-    pub fn with_lr(lr: f64) -> Self {
-        Self { lr, beta1: 0.9, beta2: 0.999, eps: 1e-8 }
-    }
-
-    pub(crate) fn check(&self) -> Result<()> {
-        use crate::error::invalid;
-        if !(self.lr.is_finite() && self.lr > 0.0) {
-            return Err(invalid("lr", self.lr, "the learning rate must be finite and > 0"));
-        }
-        if !(0.0..1.0).contains(&self.beta1) || !(0.0..1.0).contains(&self.beta2) {
-            return Err(invalid("beta1/beta2", format!("{}/{}", self.beta1, self.beta2), "must lie in [0, 1)"));
-        }
-        if !(self.eps.is_finite() && self.eps > 0.0) {
-            return Err(invalid("eps", self.eps, "must be finite and > 0"));
-        }
-        Ok(())
-    }
+/// `rl_nn::optim::Adam` with PyTorch's defaults and learning rate `lr` over `vars` (named
+/// `p0`, `p1`, ... in order).
+pub(crate) fn new_adam(lr: f64, vars: Vec<&Tensor>) -> Result<Adam> {
+    check_lr(lr)?;
+    let params = AdamParams::default().lr(lr).check()?;
+    let named = vars.into_iter().enumerate().map(|(i, t)| (format!("p{i}"), t.shallow_clone())).collect();
+    Ok(Adam::new(params, named)?)
 }
 
-/// Adam (Kingma & Ba 2015) exactly as `torch.optim.Adam` (no weight decay, no amsgrad):
-/// `m ← β1 m + (1−β1) g`, `v ← β2 v + (1−β2) g²`,
-/// `p ← p − lr / (1−β1^t) · m / (sqrt(v) / sqrt(1−β2^t) + ε)`.
-#[derive(Debug)]
-pub(crate) struct Adam {
-    pub(crate) params: AdamParams,
-    pub(crate) m: Vec<Tensor>,
-    pub(crate) v: Vec<Tensor>,
-    pub(crate) t: u64,
-}
-
-impl Adam {
-    pub(crate) fn new(params: AdamParams, shapes: &[Vec<i64>]) -> Result<Self> {
-        let zeros = |s: &Vec<i64>| Tensor::f_zeros(s.as_slice(), (Kind::Float, Device::Cpu));
-        Ok(Self {
-            params,
-            m: shapes.iter().map(zeros).collect::<std::result::Result<_, _>>()?,
-            v: shapes.iter().map(zeros).collect::<std::result::Result<_, _>>()?,
-            t: 0,
-        })
-    }
-
-    /// One step on `vars` (whose `.grad()` holds the gradients); gradients are zeroed after.
-    pub(crate) fn step(&mut self, vars: &mut [&mut Tensor]) -> Result<()> {
-        self.t += 1;
-        let p = self.params;
-        let bc1 = 1.0 - p.beta1.powi(self.t.min(i32::MAX as u64) as i32);
-        let bc2 = 1.0 - p.beta2.powi(self.t.min(i32::MAX as u64) as i32);
-        tch::no_grad(|| -> Result<()> {
-            for ((var, m), v) in vars.iter_mut().zip(&mut self.m).zip(&mut self.v) {
-                let g = var.grad();
-                if !g.defined() {
-                    continue;
-                }
-                let _ = m.f_mul_scalar_(p.beta1)?.f_add_(&g.f_mul_scalar(1.0 - p.beta1)?)?;
-                let _ = v.f_mul_scalar_(p.beta2)?.f_add_(&g.f_mul(&g)?.f_mul_scalar(1.0 - p.beta2)?)?;
-                let denom = v.f_sqrt()?.f_div_scalar(bc2.sqrt())?.f_add_scalar(p.eps)?;
-                let upd = m.f_div(&denom)?.f_mul_scalar(p.lr / bc1)?;
-                let _ = var.f_sub_(&upd)?;
-                var.zero_grad();
-            }
-            Ok(())
-        })
-    }
-
-    pub(crate) fn state(&self) -> Result<AdamState> {
-        Ok(AdamState {
-            m: self.m.iter().map(TensorData::from_tensor).collect::<Result<_>>()?,
-            v: self.v.iter().map(TensorData::from_tensor).collect::<Result<_>>()?,
-            t: self.t,
-        })
-    }
-}
-
-/// Serialised Adam moments.
+/// Serialised Adam state (`rl_nn::optim::Adam`'s moments and step counts), one entry per
+/// parameter tensor in the model's order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct AdamState {
-    /// First moments, one per parameter tensor.
+    /// First moments.
     pub m: Vec<TensorData>,
     /// Second moments.
     pub v: Vec<TensorData>,
-    /// Steps taken.
-    pub t: u64,
+    /// Steps taken, per parameter.
+    pub steps: Vec<u64>,
+}
+
+/// The state of `adam` as plain data.
+pub(crate) fn adam_state(adam: &Adam) -> Result<AdamState> {
+    let tensors: BTreeMap<String, Tensor> = adam.state_tensors("")?.into_iter().collect();
+    let mut s = AdamState { m: Vec::new(), v: Vec::new(), steps: Vec::new() };
+    for name in adam.names() {
+        let get = |what: &str| {
+            tensors
+                .get(&format!("{name}.{what}"))
+                .ok_or_else(|| SelectError::InvalidState(format!("adam: no `{name}.{what}`")))
+        };
+        s.m.push(TensorData::from_tensor(get("exp_avg")?)?);
+        s.v.push(TensorData::from_tensor(get("exp_avg_sq")?)?);
+        s.steps.push(u64::try_from(get("step")?.f_int64_value(&[])?).unwrap_or(0));
+    }
+    Ok(s)
+}
+
+/// Restores `adam` from `s` after checking every shape and count (nothing changes on error).
+pub(crate) fn load_adam(adam: &mut Adam, s: &AdamState) -> Result<()> {
+    let names: Vec<String> = adam.names().iter().map(|n| (*n).to_string()).collect();
+    if s.m.len() != names.len() || s.v.len() != names.len() || s.steps.len() != names.len() {
+        return Err(SelectError::InvalidState(format!(
+            "adam: expected {} moment tensors and step counts, got {}/{}/{}",
+            names.len(),
+            s.m.len(),
+            s.v.len(),
+            s.steps.len()
+        )));
+    }
+    let mut map = BTreeMap::new();
+    for (i, name) in names.iter().enumerate() {
+        map.insert(format!("{name}.exp_avg"), s.m[i].to_tensor()?);
+        map.insert(format!("{name}.exp_avg_sq"), s.v[i].to_tensor()?);
+        let step =
+            i64::try_from(s.steps[i]).map_err(|_| SelectError::InvalidState("adam: step count too large".into()))?;
+        map.insert(format!("{name}.step"), Tensor::f_from_slice(&[step])?.f_reshape([0i64; 0])?);
+    }
+    adam.load_state_tensors(&map, "", LoadMode::Strict, "adam state")
+        .map_err(|e| SelectError::InvalidState(format!("adam: {e}")))
 }
 
 /// Copies saved values into `vars` after checking every shape (nothing is written on error).
@@ -268,29 +234,6 @@ pub(crate) fn load_into(vars: &mut [&mut Tensor], saved: &[TensorData], what: &s
             v.f_copy_(n)?;
         }
         Ok(())
-    })
-}
-
-/// Rebuilds Adam moments from a saved state, checking shapes against `shapes`.
-pub(crate) fn adam_from_state(params: AdamParams, shapes: &[Vec<i64>], s: &AdamState) -> Result<Adam> {
-    if s.m.len() != shapes.len() || s.v.len() != shapes.len() {
-        return Err(SelectError::InvalidState(format!(
-            "adam: expected {} moment tensors, got {}/{}",
-            shapes.len(),
-            s.m.len(),
-            s.v.len()
-        )));
-    }
-    for (i, sh) in shapes.iter().enumerate() {
-        if &s.m[i].shape != sh || &s.v[i].shape != sh {
-            return Err(SelectError::InvalidState(format!("adam: moment {i} does not have shape {sh:?}")));
-        }
-    }
-    Ok(Adam {
-        params,
-        m: s.m.iter().map(TensorData::to_tensor).collect::<Result<_>>()?,
-        v: s.v.iter().map(TensorData::to_tensor).collect::<Result<_>>()?,
-        t: s.t,
     })
 }
 
@@ -321,13 +264,12 @@ mod tests {
     fn adam_matches_the_closed_form_first_step() -> anyhow::Result<()> {
         // First Adam step moves every coordinate by lr * sign(g) (up to eps).
         let mut rng = rl_core::rng_from_seed(0);
-        let mut net = Dense::new(3, &[4], 1, &mut rng)?;
+        let net = Dense::new(3, &[4], 1, &mut rng)?;
         let before: Vec<TensorData> = net.params().iter().map(|t| TensorData::from_tensor(t)).collect::<Result<_>>()?;
         let x = randn(&[5, 3], &mut rng)?;
         net.forward(&x)?.sum(Kind::Float).backward();
-        let shapes: Vec<Vec<i64>> = net.params().iter().map(|t| t.size()).collect();
-        let mut adam = Adam::new(AdamParams::with_lr(0.01), &shapes)?;
-        adam.step(&mut net.params_mut())?;
+        let mut adam = new_adam(0.01, net.params())?;
+        adam.step()?;
         for (b, a) in before.iter().zip(net.params()) {
             let a = TensorData::from_tensor(a)?;
             for (x0, x1) in b.data.iter().zip(&a.data) {

@@ -1,0 +1,329 @@
+//! Multi-agent particle environments (MPE), step for step with PettingZoo's successor `mpe2`
+//! 1.1.1 (parallel API), behind [`MultiAgentEnv`].
+//!
+//! | environment | mpe2 id | agents | observation (per agent) |
+//! |---|---|---|---|
+//! | [`SimpleSpread`] | `simple_spread_v3` | `agent_0..N` (cooperative navigation) | own vel, pos, landmark offsets, other agents' offsets, comm (zeros) |
+//! | [`SimpleTag`] | `simple_tag_v3` | `adversary_0..` (predators), `agent_0..` (prey) | own vel, pos, obstacle offsets, other agents' offsets, prey velocities |
+//! | [`SimpleAdversary`] | `simple_adversary_v3` | `adversary_0`, `agent_0..N` (physical deception) | good agents: goal offset; all: landmark and agent offsets |
+//!
+//! Actions are PettingZoo's: discrete (a one-element vector holding 0 no-op, 1 −x, 2 +x, 3 −y,
+//! 4 +y) or, with `continuous_actions`, `[0, 1]^5` where the force is
+//! `(a[2] − a[1], a[4] − a[3])` (values outside `[0, 1]` are clipped, like mpe2's
+//! `ClipOutOfBoundsWrapper`), scaled by the agent's acceleration (5 unless the scenario sets
+//! one). Episodes are truncated after `max_cycles` (25) steps.
+//!
+//! Physics (mpe2 `World.step`): contact forces `100·k·softplus(−(d − d_min)/k)` along the line
+//! of centres (`k` = 0.001) between colliding entities, then `x += v·dt`,
+//! `v ← 0.75 v + F·dt`, speed caps. [`MpeIntegrator::VelocityFirst`] selects the original
+//! OpenAI MPE order (used by LaRe's `multiagent-particle-envs`).
+//!
+//! Resets with [`NumpyRng::new(seed)`](crate::rng::NumpyRng) equal mpe2's `reset(seed=seed)`.
+//! The golden test (`tests/golden_mpe.rs`) matches observations and rewards to 1e-6.
+
+mod scenarios;
+mod world;
+
+use ndarray::Array1;
+use rand::RngCore;
+use rl_core::{RlCoreError, Space, Valid};
+use serde::{Deserialize, Serialize};
+
+pub use scenarios::{Adversary, Scenario, SimpleAdversaryParams, SimpleSpreadParams, SimpleTagParams, Spread, Tag};
+pub use world::{Entity, MpeIntegrator, MpeWorldParams, World};
+
+use crate::common::{snapshot_finite, EpisodeClock};
+use crate::error::{EnvError, Result};
+use crate::traits::{MultiAgentEnv, MultiStep, Snapshot};
+
+/// A multi-agent particle environment running scenario `S`; see the module docs.
+#[derive(Debug, Clone)]
+pub struct Mpe<S: Scenario> {
+    scenario: S,
+    world: World,
+    names: Vec<String>,
+    obs_spaces: Vec<Space>,
+    act_spaces: Vec<Space>,
+    clock: EpisodeClock,
+}
+
+/// Cooperative navigation (`simple_spread_v3`).
+pub type SimpleSpread = Mpe<Spread>;
+/// Predator-prey (`simple_tag_v3`).
+pub type SimpleTag = Mpe<Tag>;
+/// Physical deception (`simple_adversary_v3`).
+pub type SimpleAdversary = Mpe<Adversary>;
+
+impl SimpleSpread {
+    /// Simple spread with `params`.
+    ///
+    /// ```
+    /// use rl_core::Params;
+    /// use rl_envs::mpe::{SimpleSpread, SimpleSpreadParams};
+    /// use rl_envs::rng::NumpyRng;
+    /// use rl_envs::MultiAgentEnv;
+    /// let mut env = SimpleSpread::new(SimpleSpreadParams::default().check()?)?;
+    /// let obs = env.reset(&mut NumpyRng::new(0))?; // mpe2: parallel_env().reset(seed=0)
+    /// assert_eq!((obs.len(), obs[0].len()), (3, 18));
+    /// let step = env.step(&vec![ndarray::array![2.0]; 3])?; // everyone moves +x
+    /// assert_eq!(step.rewards.len(), 3);
+    /// # Ok::<(), rl_envs::EnvError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// None for valid parameters.
+    pub fn new(params: Valid<SimpleSpreadParams>) -> Result<Self> {
+        Mpe::build(Spread { p: params.into_inner() })
+    }
+}
+
+impl SimpleTag {
+    /// Simple tag with `params`.
+    ///
+    /// # Errors
+    /// None for valid parameters.
+    pub fn new(params: Valid<SimpleTagParams>) -> Result<Self> {
+        Mpe::build(Tag { p: params.into_inner() })
+    }
+}
+
+impl SimpleAdversary {
+    /// Simple adversary with `params`.
+    ///
+    /// # Errors
+    /// None for valid parameters.
+    pub fn new(params: Valid<SimpleAdversaryParams>) -> Result<Self> {
+        Mpe::build(Adversary { p: params.into_inner(), goal: 0 })
+    }
+}
+
+/// The state of an [`Mpe`] environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MpeState {
+    /// Positions of every entity (agents, then landmarks).
+    pub pos: Vec<[f64; 2]>,
+    /// Velocities of every entity.
+    pub vel: Vec<[f64; 2]>,
+    /// Scenario state (the adversary scenario's goal landmark).
+    pub scenario: Option<usize>,
+    /// Step counter and episode flags.
+    pub clock: EpisodeClock,
+}
+
+impl<S: Scenario> Mpe<S> {
+    /// An environment running a custom `scenario`.
+    ///
+    /// # Errors
+    /// None (kept fallible for the shape of every constructor).
+    pub fn from_scenario(scenario: S) -> Result<Self> {
+        Self::build(scenario)
+    }
+
+    fn build(mut scenario: S) -> Result<Self> {
+        let (mut world, names) = scenario.make_world();
+        // observation sizes do not depend on the state: measure them on a zero reset
+        scenario.reset(&mut world, &mut rl_core::rng_from_seed(0));
+        let obs_spaces = (0..world.n_agents)
+            .map(|i| Space::symmetric(scenario.observation(i, &world).len(), f32::INFINITY))
+            .collect::<rl_core::Result<Vec<Space>>>()?;
+        let act = if scenario.continuous_actions() {
+            Space::boxed(Array1::zeros(5), Array1::ones(5))?
+        } else {
+            Space::discrete(5)?
+        };
+        let act_spaces = vec![act; world.n_agents];
+        Ok(Self { scenario, world, names, obs_spaces, act_spaces, clock: EpisodeClock::default() })
+    }
+
+    /// The scenario.
+    pub fn scenario(&self) -> &S {
+        &self.scenario
+    }
+
+    /// Positions of every entity (agents first, then landmarks).
+    pub fn positions(&self) -> &[[f64; 2]] {
+        &self.world.pos
+    }
+
+    /// Velocities of every entity.
+    pub fn velocities(&self) -> &[[f64; 2]] {
+        &self.world.vel
+    }
+
+    /// The global state: every agent's observation, concatenated (PettingZoo's `state()`).
+    pub fn global_state(&self) -> Array1<f32> {
+        (0..self.world.n_agents).flat_map(|i| self.scenario.observation(i, &self.world)).map(|v| v as f32).collect()
+    }
+
+    fn observations(&self) -> Vec<Array1<f32>> {
+        (0..self.world.n_agents)
+            .map(|i| self.scenario.observation(i, &self.world).into_iter().map(|v| v as f32).collect())
+            .collect()
+    }
+
+    /// The action force of agent `i` for `action` (checked), before scaling.
+    fn action_force(&self, i: usize, action: &Array1<f32>) -> Result<[f64; 2]> {
+        let what = format!("action of {}", self.names[i]);
+        let space = &self.act_spaces[i];
+        let direction = if self.scenario.continuous_actions() {
+            crate::common::check_box_action(space, action.view()).map_err(|e| relabel(e, &what))?;
+            let a: Vec<f32> = action.iter().map(|v| v.clamp(0.0, 1.0)).collect();
+            [f64::from(a[2] - a[1]), f64::from(a[4] - a[3])]
+        } else {
+            space.check(&what, action.view())?;
+            match action[0] as usize {
+                1 => [-1.0, 0.0],
+                2 => [1.0, 0.0],
+                3 => [0.0, -1.0],
+                4 => [0.0, 1.0],
+                _ => [0.0, 0.0],
+            }
+        };
+        let sensitivity = self.world.entities[i].accel.unwrap_or(5.0);
+        Ok([direction[0] * sensitivity, direction[1] * sensitivity])
+    }
+}
+
+fn relabel(e: RlCoreError, what: &str) -> EnvError {
+    match e {
+        RlCoreError::ShapeMismatch { expected, got, .. } => EnvError::Shape { what: what.to_owned(), expected, got },
+        RlCoreError::NonFinite { index, value, .. } => EnvError::NonFinite { what: what.to_owned(), index, value },
+        other => other.into(),
+    }
+}
+
+impl<S: Scenario> MultiAgentEnv for Mpe<S> {
+    fn n_agents(&self) -> usize {
+        self.world.n_agents
+    }
+
+    fn agent_names(&self) -> &[String] {
+        &self.names
+    }
+
+    fn observation_spaces(&self) -> &[Space] {
+        &self.obs_spaces
+    }
+
+    fn action_spaces(&self) -> &[Space] {
+        &self.act_spaces
+    }
+
+    fn reset(&mut self, rng: &mut dyn RngCore) -> Result<Vec<Array1<f32>>> {
+        self.scenario.reset(&mut self.world, rng);
+        self.clock.start();
+        Ok(self.observations())
+    }
+
+    fn step(&mut self, actions: &[Array1<f32>]) -> Result<MultiStep> {
+        self.clock.guard()?;
+        let n = self.world.n_agents;
+        if actions.len() != n {
+            return Err(EnvError::Shape {
+                what: "actions (one per agent)".into(),
+                expected: format!("{n}"),
+                got: format!("{}", actions.len()),
+            });
+        }
+        let forces = actions.iter().enumerate().map(|(i, a)| self.action_force(i, a)).collect::<Result<Vec<_>>>()?;
+        self.world.step(&forces);
+        let rewards = (0..n).map(|i| self.scenario.reward(i, &self.world) as f32).collect();
+        // mpe2: the time limit is checked before termination (a step may only be one of both)
+        let at_limit = self.clock.steps + 1 >= self.scenario.max_cycles();
+        let terminated = !at_limit && self.scenario.is_terminal(&self.world);
+        let truncated = self.clock.tick(terminated, self.scenario.max_cycles());
+        Ok(MultiStep {
+            obs: self.observations(),
+            rewards,
+            terminated: vec![terminated; n],
+            truncated: vec![truncated; n],
+        })
+    }
+}
+
+impl<S: Scenario> Snapshot for Mpe<S> {
+    type State = MpeState;
+
+    fn snapshot(&self) -> MpeState {
+        MpeState {
+            pos: self.world.pos.clone(),
+            vel: self.world.vel.clone(),
+            scenario: self.scenario.state(),
+            clock: self.clock,
+        }
+    }
+
+    fn restore(&mut self, state: &MpeState) -> Result<()> {
+        let n = self.world.entities.len();
+        if state.pos.len() != n || state.vel.len() != n {
+            return Err(EnvError::snapshot(format!(
+                "{} positions / {} velocities for a world of {n} entities",
+                state.pos.len(),
+                state.vel.len()
+            )));
+        }
+        for (p, v) in state.pos.iter().zip(&state.vel) {
+            snapshot_finite("entity state", &[p[0], p[1], v[0], v[1]])?;
+        }
+        let mut scenario = self.scenario.clone();
+        scenario.set_state(state.scenario)?;
+        self.scenario = scenario;
+        self.world.pos.clone_from(&state.pos);
+        self.world.vel.clone_from(&state.vel);
+        self.clock = state.clock;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::NumpyRng;
+    use ndarray::array;
+    use rl_core::Params;
+
+    #[test]
+    fn spaces_and_names_match_mpe2() {
+        let e = SimpleTag::new(SimpleTagParams::default().check().unwrap()).unwrap();
+        assert_eq!(e.agent_names(), ["adversary_0", "adversary_1", "adversary_2", "agent_0"]);
+        // predators: 4 + 2·2 obstacles + 3·2 others + 1·2 prey velocity = 16; prey: 14
+        let dims: Vec<usize> = e.observation_spaces().iter().map(Space::dim).collect();
+        assert_eq!(dims, [16, 16, 16, 14]);
+        let e = SimpleAdversary::new(SimpleAdversaryParams::default().check().unwrap()).unwrap();
+        let dims: Vec<usize> = e.observation_spaces().iter().map(Space::dim).collect();
+        assert_eq!(dims, [8, 10, 10]);
+        let e = SimpleSpread::new(SimpleSpreadParams::default().continuous_actions(true).check().unwrap()).unwrap();
+        assert_eq!(e.action_spaces()[0].dim(), 5);
+    }
+
+    #[test]
+    fn bad_actions_are_typed_errors_naming_the_agent() {
+        let mut e = SimpleSpread::new(SimpleSpreadParams::default().check().unwrap()).unwrap();
+        assert!(matches!(
+            e.step(&[array![0.0], array![0.0], array![0.0]]),
+            Err(EnvError::Core(RlCoreError::NeedsReset))
+        ));
+        e.reset(&mut NumpyRng::new(0)).unwrap();
+        assert!(matches!(e.step(&[array![0.0], array![0.0]]), Err(EnvError::Shape { .. })));
+        let err = e.step(&[array![0.0], array![7.0], array![0.0]]).unwrap_err();
+        assert!(err.to_string().contains("agent_1"), "{err}");
+        let mut c = SimpleSpread::new(SimpleSpreadParams::default().continuous_actions(true).check().unwrap()).unwrap();
+        c.reset(&mut NumpyRng::new(0)).unwrap();
+        let a = array![0.0, 0.0, 1.0, 0.0, 0.0];
+        let err = c.step(&[a.clone(), array![0.0, f32::NAN, 0.0, 0.0, 0.0], a.clone()]).unwrap_err();
+        assert!(matches!(err, EnvError::NonFinite { index: 1, .. }), "{err}");
+        assert!(matches!(c.step(&[a.clone(), array![0.0], a]), Err(EnvError::Shape { .. })));
+    }
+
+    #[test]
+    fn truncates_after_max_cycles() {
+        let mut e = SimpleAdversary::new(SimpleAdversaryParams::default().max_cycles(3).check().unwrap()).unwrap();
+        e.reset(&mut NumpyRng::new(1)).unwrap();
+        let acts = vec![array![4.0]; 3];
+        assert!(!e.step(&acts).unwrap().done());
+        assert!(!e.step(&acts).unwrap().done());
+        let last = e.step(&acts).unwrap();
+        assert!(last.done() && last.truncated.iter().all(|&t| t));
+        assert!(e.step(&acts).is_err());
+    }
+}

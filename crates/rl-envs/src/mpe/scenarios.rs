@@ -1,0 +1,725 @@
+//! The scenarios: simple spread, simple tag, simple adversary (mpe2 1.1.1).
+
+use rand::RngCore;
+use rl_core::Params;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{EnvError, Result};
+use crate::mpe::world::{Entity, MpeWorldParams, World};
+use crate::rng::{integers, uniform};
+
+/// What a scenario decides: the world, resets, rewards, observations, termination. Implement
+/// it for a custom scenario (e.g. LaRe's triangle-area task) and run it with
+/// [`Mpe::from_scenario`](crate::mpe::Mpe::from_scenario).
+pub trait Scenario: std::fmt::Debug + Clone {
+    /// Builds the world (agents first, then landmarks) and the agent names.
+    fn make_world(&self) -> (World, Vec<String>);
+    /// Draws the initial state.
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore);
+    /// Agent `i`'s reward after a step.
+    fn reward(&self, i: usize, world: &World) -> f64;
+    /// Agent `i`'s observation.
+    fn observation(&self, i: usize, world: &World) -> Vec<f64>;
+    /// Whether the episode terminates (all agents).
+    fn is_terminal(&self, world: &World) -> bool;
+    /// The time limit (`max_cycles`).
+    fn max_cycles(&self) -> usize;
+    /// Whether actions are continuous (`[0, 1]^5`) rather than discrete (5 choices).
+    fn continuous_actions(&self) -> bool;
+    /// Per-episode scenario state (e.g. the adversary scenario's goal landmark).
+    fn state(&self) -> Option<usize> {
+        None
+    }
+    /// Restores [`Scenario::state`].
+    ///
+    /// # Errors
+    /// [`EnvError::BadSnapshot`] when it does not fit.
+    fn set_state(&mut self, state: Option<usize>) -> Result<()> {
+        match state {
+            None => Ok(()),
+            Some(s) => Err(EnvError::snapshot(format!("this scenario has no episode state, got {s}"))),
+        }
+    }
+}
+
+/// `[e.pos − agent.pos for e in entities]`, or the `n` nearest ones padded with zeros
+/// (mpe2's `padded_relative_positions`).
+fn relative_positions(world: &World, agent: usize, entities: &[usize], n: Option<usize>, out: &mut Vec<f64>) {
+    let selected = nearest(world, agent, entities, n);
+    for &e in &selected {
+        out.push(world.pos[e][0] - world.pos[agent][0]);
+        out.push(world.pos[e][1] - world.pos[agent][1]);
+    }
+    if let Some(n) = n {
+        for _ in selected.len()..n {
+            out.extend([0.0, 0.0]);
+        }
+    }
+}
+
+/// The `n` entities nearest to `agent` (all of them, in order, for `None`).
+fn nearest(world: &World, agent: usize, entities: &[usize], n: Option<usize>) -> Vec<usize> {
+    match n {
+        None => entities.to_vec(),
+        Some(n) => {
+            let mut order: Vec<(f64, usize)> = entities.iter().map(|&e| (world.dist(e, agent), e)).collect();
+            order.sort_by(|a, b| a.0.total_cmp(&b.0));
+            order.into_iter().take(n).map(|(_, e)| e).collect()
+        }
+    }
+}
+
+fn check_neighbors(name: &str, n: Option<usize>) -> Result<()> {
+    if n == Some(0) {
+        return Err(EnvError::invalid(name, 0, "must be >= 1 (or absent for all)"));
+    }
+    Ok(())
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// Parameters of [`SimpleSpread`](crate::mpe::SimpleSpread) (cooperative navigation,
+/// `simple_spread_v3`); the defaults are mpe2's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `n_agents` | 3 | agents and landmarks (`N`) | `>= 1` |
+/// | `local_ratio` | 0.5 | reward = global·(1 − r) + local·r | `[0, 1]` |
+/// | `max_cycles` | 25 | time limit | `>= 1` |
+/// | `continuous_actions` | false | `[0, 1]^5` actions instead of 5 discrete moves | |
+/// | `collision_penalty` | true | −1 per other agent in contact (mpe2's curriculum stage 1 / no curriculum) | |
+/// | `terminate_on_success` | false | terminate when every landmark has an agent within 0.1 | |
+/// | `num_agent_neighbors` | none | observe only the nearest other agents (zero-padded) | `>= 1` |
+/// | `num_landmark_neighbors` | none | observe only the nearest landmarks (zero-padded) | `>= 1` |
+/// | `world` | see [`MpeWorldParams`] | physics | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimpleSpreadParams {
+    /// Number of agents (= landmarks).
+    pub n_agents: usize,
+    /// Weight of the local (collision) reward.
+    pub local_ratio: f64,
+    /// Time limit.
+    pub max_cycles: usize,
+    /// Continuous actions.
+    pub continuous_actions: bool,
+    /// Collision penalty on.
+    pub collision_penalty: bool,
+    /// Terminate when all landmarks are covered.
+    pub terminate_on_success: bool,
+    /// Nearest other agents observed.
+    pub num_agent_neighbors: Option<usize>,
+    /// Nearest landmarks observed.
+    pub num_landmark_neighbors: Option<usize>,
+    /// Physics.
+    pub world: MpeWorldParams,
+}
+
+impl Default for SimpleSpreadParams {
+    fn default() -> Self {
+        Self {
+            n_agents: 3,
+            local_ratio: 0.5,
+            max_cycles: 25,
+            continuous_actions: false,
+            collision_penalty: true,
+            terminate_on_success: false,
+            num_agent_neighbors: None,
+            num_landmark_neighbors: None,
+            world: MpeWorldParams::default(),
+        }
+    }
+}
+
+impl SimpleSpreadParams {
+    /// Sets `n_agents`.
+    #[must_use]
+    pub fn n_agents(mut self, v: usize) -> Self {
+        self.n_agents = v;
+        self
+    }
+    /// Sets `local_ratio`.
+    #[must_use]
+    pub fn local_ratio(mut self, v: f64) -> Self {
+        self.local_ratio = v;
+        self
+    }
+    /// Sets `max_cycles`.
+    #[must_use]
+    pub fn max_cycles(mut self, v: usize) -> Self {
+        self.max_cycles = v;
+        self
+    }
+    /// Sets `continuous_actions`.
+    #[must_use]
+    pub fn continuous_actions(mut self, v: bool) -> Self {
+        self.continuous_actions = v;
+        self
+    }
+    /// Sets `collision_penalty`.
+    #[must_use]
+    pub fn collision_penalty(mut self, v: bool) -> Self {
+        self.collision_penalty = v;
+        self
+    }
+    /// Sets `terminate_on_success`.
+    #[must_use]
+    pub fn terminate_on_success(mut self, v: bool) -> Self {
+        self.terminate_on_success = v;
+        self
+    }
+    /// Sets `num_agent_neighbors`.
+    #[must_use]
+    pub fn num_agent_neighbors(mut self, v: Option<usize>) -> Self {
+        self.num_agent_neighbors = v;
+        self
+    }
+    /// Sets `num_landmark_neighbors`.
+    #[must_use]
+    pub fn num_landmark_neighbors(mut self, v: Option<usize>) -> Self {
+        self.num_landmark_neighbors = v;
+        self
+    }
+    /// Sets `world`.
+    #[must_use]
+    pub fn world(mut self, v: MpeWorldParams) -> Self {
+        self.world = v;
+        self
+    }
+}
+
+impl Params for SimpleSpreadParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        if self.n_agents == 0 {
+            return Err(EnvError::invalid("n_agents", 0, "must be >= 1"));
+        }
+        if !(0.0..=1.0).contains(&self.local_ratio) {
+            return Err(EnvError::invalid("local_ratio", self.local_ratio, "must be in [0, 1]"));
+        }
+        if self.max_cycles == 0 {
+            return Err(EnvError::invalid("max_cycles", 0, "must be >= 1"));
+        }
+        check_neighbors("num_agent_neighbors", self.num_agent_neighbors)?;
+        check_neighbors("num_landmark_neighbors", self.num_landmark_neighbors)?;
+        self.world.validate()
+    }
+}
+
+/// Simple spread's scenario.
+#[derive(Debug, Clone)]
+pub struct Spread {
+    pub(crate) p: SimpleSpreadParams,
+}
+
+const SPREAD_CAPTURE_RADIUS: f64 = 0.1;
+
+impl Spread {
+    fn landmarks(&self, world: &World) -> std::ops::Range<usize> {
+        world.n_agents..world.entities.len()
+    }
+
+    fn global_reward(&self, world: &World) -> f64 {
+        let mut rew = 0.0;
+        for lm in self.landmarks(world) {
+            let min = (0..world.n_agents).map(|a| world.dist(a, lm)).fold(f64::INFINITY, f64::min);
+            rew -= min;
+        }
+        rew
+    }
+}
+
+impl Scenario for Spread {
+    fn make_world(&self) -> (World, Vec<String>) {
+        let n = self.p.n_agents;
+        let agents = (0..n).map(|_| Entity::agent(0.15, true)).collect();
+        let landmarks = (0..n).map(|_| Entity::landmark(0.05, false)).collect();
+        (World::new(self.p.world.clone(), agents, landmarks), (0..n).map(|i| format!("agent_{i}")).collect())
+    }
+
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore) {
+        for i in 0..world.entities.len() {
+            world.pos[i] = [uniform(rng, -1.0, 1.0), uniform(rng, -1.0, 1.0)];
+            world.vel[i] = [0.0, 0.0];
+        }
+    }
+
+    fn reward(&self, i: usize, world: &World) -> f64 {
+        let mut local = 0.0;
+        if self.p.collision_penalty {
+            for a in 0..world.n_agents {
+                if a != i && world.is_collision(a, i) {
+                    local -= 1.0;
+                }
+            }
+        }
+        let r = self.p.local_ratio;
+        self.global_reward(world) * (1.0 - r) + local * r
+    }
+
+    fn observation(&self, i: usize, world: &World) -> Vec<f64> {
+        let mut o = vec![world.vel[i][0], world.vel[i][1], world.pos[i][0], world.pos[i][1]];
+        let landmarks: Vec<usize> = self.landmarks(world).collect();
+        relative_positions(world, i, &landmarks, self.p.num_landmark_neighbors, &mut o);
+        let others: Vec<usize> = (0..world.n_agents).filter(|&a| a != i).collect();
+        relative_positions(world, i, &others, self.p.num_agent_neighbors, &mut o);
+        // silent agents: their communication state is zeros of dim_c = 2
+        let n_comm = self.p.num_agent_neighbors.unwrap_or(others.len());
+        o.extend(std::iter::repeat_n(0.0, 2 * n_comm));
+        o
+    }
+
+    fn is_terminal(&self, world: &World) -> bool {
+        self.p.terminate_on_success
+            && self.landmarks(world).all(|lm| {
+                (0..world.n_agents).map(|a| world.dist(a, lm)).fold(f64::INFINITY, f64::min) < SPREAD_CAPTURE_RADIUS
+            })
+    }
+
+    fn max_cycles(&self) -> usize {
+        self.p.max_cycles
+    }
+
+    fn continuous_actions(&self) -> bool {
+        self.p.continuous_actions
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// Parameters of [`SimpleTag`](crate::mpe::SimpleTag) (predator-prey, `simple_tag_v3`); the
+/// defaults are mpe2's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `num_good` | 1 | prey | `>= 1` |
+/// | `num_adversaries` | 3 | predators | `>= 1` |
+/// | `num_obstacles` | 2 | obstacles (radius 0.2) | any |
+/// | `max_cycles` | 25 | time limit | `>= 1` |
+/// | `continuous_actions` | false | `[0, 1]^5` actions | |
+/// | `prey_speed_factor` | 1.0 | prey max speed `1.3·f` and acceleration `4·f` (mpe2's curriculum stages use 0.5, 0.75, 1) | `> 0` |
+/// | `terminate_on_success` | false | terminate when every prey touches a predator | |
+/// | `num_agent_neighbors`, `num_landmark_neighbors` | none | nearest-neighbour observations | `>= 1` |
+/// | `world` | see [`MpeWorldParams`] | physics | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimpleTagParams {
+    /// Prey.
+    pub num_good: usize,
+    /// Predators.
+    pub num_adversaries: usize,
+    /// Obstacles.
+    pub num_obstacles: usize,
+    /// Time limit.
+    pub max_cycles: usize,
+    /// Continuous actions.
+    pub continuous_actions: bool,
+    /// Prey speed factor.
+    pub prey_speed_factor: f64,
+    /// Terminate when all prey are caught.
+    pub terminate_on_success: bool,
+    /// Nearest other agents observed.
+    pub num_agent_neighbors: Option<usize>,
+    /// Nearest obstacles observed.
+    pub num_landmark_neighbors: Option<usize>,
+    /// Physics.
+    pub world: MpeWorldParams,
+}
+
+impl Default for SimpleTagParams {
+    fn default() -> Self {
+        Self {
+            num_good: 1,
+            num_adversaries: 3,
+            num_obstacles: 2,
+            max_cycles: 25,
+            continuous_actions: false,
+            prey_speed_factor: 1.0,
+            terminate_on_success: false,
+            num_agent_neighbors: None,
+            num_landmark_neighbors: None,
+            world: MpeWorldParams::default(),
+        }
+    }
+}
+
+impl SimpleTagParams {
+    /// Sets `num_good`.
+    #[must_use]
+    pub fn num_good(mut self, v: usize) -> Self {
+        self.num_good = v;
+        self
+    }
+    /// Sets `num_adversaries`.
+    #[must_use]
+    pub fn num_adversaries(mut self, v: usize) -> Self {
+        self.num_adversaries = v;
+        self
+    }
+    /// Sets `num_obstacles`.
+    #[must_use]
+    pub fn num_obstacles(mut self, v: usize) -> Self {
+        self.num_obstacles = v;
+        self
+    }
+    /// Sets `max_cycles`.
+    #[must_use]
+    pub fn max_cycles(mut self, v: usize) -> Self {
+        self.max_cycles = v;
+        self
+    }
+    /// Sets `continuous_actions`.
+    #[must_use]
+    pub fn continuous_actions(mut self, v: bool) -> Self {
+        self.continuous_actions = v;
+        self
+    }
+    /// Sets `prey_speed_factor`.
+    #[must_use]
+    pub fn prey_speed_factor(mut self, v: f64) -> Self {
+        self.prey_speed_factor = v;
+        self
+    }
+    /// Sets `terminate_on_success`.
+    #[must_use]
+    pub fn terminate_on_success(mut self, v: bool) -> Self {
+        self.terminate_on_success = v;
+        self
+    }
+    /// Sets `num_agent_neighbors`.
+    #[must_use]
+    pub fn num_agent_neighbors(mut self, v: Option<usize>) -> Self {
+        self.num_agent_neighbors = v;
+        self
+    }
+    /// Sets `num_landmark_neighbors`.
+    #[must_use]
+    pub fn num_landmark_neighbors(mut self, v: Option<usize>) -> Self {
+        self.num_landmark_neighbors = v;
+        self
+    }
+    /// Sets `world`.
+    #[must_use]
+    pub fn world(mut self, v: MpeWorldParams) -> Self {
+        self.world = v;
+        self
+    }
+}
+
+impl Params for SimpleTagParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        if self.num_good == 0 {
+            return Err(EnvError::invalid("num_good", 0, "must be >= 1"));
+        }
+        if self.num_adversaries == 0 {
+            return Err(EnvError::invalid("num_adversaries", 0, "must be >= 1"));
+        }
+        if self.max_cycles == 0 {
+            return Err(EnvError::invalid("max_cycles", 0, "must be >= 1"));
+        }
+        crate::common::positive("prey_speed_factor", self.prey_speed_factor)?;
+        check_neighbors("num_agent_neighbors", self.num_agent_neighbors)?;
+        check_neighbors("num_landmark_neighbors", self.num_landmark_neighbors)?;
+        self.world.validate()
+    }
+}
+
+/// Simple tag's scenario.
+#[derive(Debug, Clone)]
+pub struct Tag {
+    pub(crate) p: SimpleTagParams,
+}
+
+impl Tag {
+    fn is_adversary(&self, i: usize) -> bool {
+        i < self.p.num_adversaries
+    }
+}
+
+fn bound(x: f64) -> f64 {
+    if x < 0.9 {
+        0.0
+    } else if x < 1.0 {
+        (x - 0.9) * 10.0
+    } else {
+        (2.0 * x - 2.0).exp().min(10.0)
+    }
+}
+
+impl Scenario for Tag {
+    fn make_world(&self) -> (World, Vec<String>) {
+        let p = &self.p;
+        let n = p.num_adversaries + p.num_good;
+        let mut agents = Vec::with_capacity(n);
+        let mut names = Vec::with_capacity(n);
+        for i in 0..n {
+            let adv = i < p.num_adversaries;
+            let mut e = Entity::agent(if adv { 0.075 } else { 0.05 }, true);
+            if adv {
+                e.accel = Some(3.0);
+                e.max_speed = Some(1.0);
+                names.push(format!("adversary_{i}"));
+            } else {
+                e.accel = Some(4.0 * p.prey_speed_factor);
+                e.max_speed = Some(1.3 * p.prey_speed_factor);
+                names.push(format!("agent_{}", i - p.num_adversaries));
+            }
+            agents.push(e);
+        }
+        let landmarks = (0..p.num_obstacles).map(|_| Entity::landmark(0.2, true)).collect();
+        (World::new(p.world.clone(), agents, landmarks), names)
+    }
+
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore) {
+        for i in 0..world.n_agents {
+            world.pos[i] = [uniform(rng, -1.0, 1.0), uniform(rng, -1.0, 1.0)];
+            world.vel[i] = [0.0, 0.0];
+        }
+        for i in world.n_agents..world.entities.len() {
+            world.pos[i] = [uniform(rng, -0.9, 0.9), uniform(rng, -0.9, 0.9)];
+            world.vel[i] = [0.0, 0.0];
+        }
+    }
+
+    fn reward(&self, i: usize, world: &World) -> f64 {
+        let n = world.n_agents;
+        let na = self.p.num_adversaries;
+        let mut rew = 0.0;
+        if self.is_adversary(i) {
+            for ag in na..n {
+                for adv in 0..na {
+                    if world.is_collision(ag, adv) {
+                        rew += 10.0;
+                    }
+                }
+            }
+        } else {
+            for a in 0..na {
+                if world.is_collision(a, i) {
+                    rew -= 10.0;
+                }
+            }
+            for p in 0..2 {
+                rew -= bound(world.pos[i][p].abs());
+            }
+        }
+        rew
+    }
+
+    fn observation(&self, i: usize, world: &World) -> Vec<f64> {
+        let mut o = vec![world.vel[i][0], world.vel[i][1], world.pos[i][0], world.pos[i][1]];
+        let landmarks: Vec<usize> = (world.n_agents..world.entities.len()).collect();
+        relative_positions(world, i, &landmarks, self.p.num_landmark_neighbors, &mut o);
+        let others: Vec<usize> = (0..world.n_agents).filter(|&a| a != i).collect();
+        relative_positions(world, i, &others, self.p.num_agent_neighbors, &mut o);
+        match self.p.num_agent_neighbors {
+            None => {
+                for &a in others.iter().filter(|&&a| !self.is_adversary(a)) {
+                    o.extend(world.vel[a]);
+                }
+            }
+            Some(n) => {
+                let selected = nearest(world, i, &others, Some(n));
+                for &a in &selected {
+                    o.extend(if self.is_adversary(a) { [0.0, 0.0] } else { world.vel[a] });
+                }
+                for _ in selected.len()..n {
+                    o.extend([0.0, 0.0]);
+                }
+            }
+        }
+        o
+    }
+
+    fn is_terminal(&self, world: &World) -> bool {
+        let na = self.p.num_adversaries;
+        self.p.terminate_on_success && (na..world.n_agents).all(|prey| (0..na).any(|adv| world.is_collision(prey, adv)))
+    }
+
+    fn max_cycles(&self) -> usize {
+        self.p.max_cycles
+    }
+
+    fn continuous_actions(&self) -> bool {
+        self.p.continuous_actions
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// Parameters of [`SimpleAdversary`](crate::mpe::SimpleAdversary) (physical deception,
+/// `simple_adversary_v3`); the defaults are mpe2's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `n_good` | 2 | good agents (`N`) and landmarks; one adversary | `>= 1` |
+/// | `max_cycles` | 25 | time limit | `>= 1` |
+/// | `continuous_actions` | false | `[0, 1]^5` actions | |
+/// | `num_agent_neighbors`, `num_landmark_neighbors` | none | nearest-neighbour observations | `>= 1` |
+/// | `world` | see [`MpeWorldParams`] | physics | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimpleAdversaryParams {
+    /// Good agents (= landmarks).
+    pub n_good: usize,
+    /// Time limit.
+    pub max_cycles: usize,
+    /// Continuous actions.
+    pub continuous_actions: bool,
+    /// Nearest other agents observed.
+    pub num_agent_neighbors: Option<usize>,
+    /// Nearest landmarks observed.
+    pub num_landmark_neighbors: Option<usize>,
+    /// Physics.
+    pub world: MpeWorldParams,
+}
+
+impl Default for SimpleAdversaryParams {
+    fn default() -> Self {
+        Self {
+            n_good: 2,
+            max_cycles: 25,
+            continuous_actions: false,
+            num_agent_neighbors: None,
+            num_landmark_neighbors: None,
+            world: MpeWorldParams::default(),
+        }
+    }
+}
+
+impl SimpleAdversaryParams {
+    /// Sets `n_good`.
+    #[must_use]
+    pub fn n_good(mut self, v: usize) -> Self {
+        self.n_good = v;
+        self
+    }
+    /// Sets `max_cycles`.
+    #[must_use]
+    pub fn max_cycles(mut self, v: usize) -> Self {
+        self.max_cycles = v;
+        self
+    }
+    /// Sets `continuous_actions`.
+    #[must_use]
+    pub fn continuous_actions(mut self, v: bool) -> Self {
+        self.continuous_actions = v;
+        self
+    }
+    /// Sets `num_agent_neighbors`.
+    #[must_use]
+    pub fn num_agent_neighbors(mut self, v: Option<usize>) -> Self {
+        self.num_agent_neighbors = v;
+        self
+    }
+    /// Sets `num_landmark_neighbors`.
+    #[must_use]
+    pub fn num_landmark_neighbors(mut self, v: Option<usize>) -> Self {
+        self.num_landmark_neighbors = v;
+        self
+    }
+    /// Sets `world`.
+    #[must_use]
+    pub fn world(mut self, v: MpeWorldParams) -> Self {
+        self.world = v;
+        self
+    }
+}
+
+impl Params for SimpleAdversaryParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        if self.n_good == 0 {
+            return Err(EnvError::invalid("n_good", 0, "must be >= 1"));
+        }
+        if self.max_cycles == 0 {
+            return Err(EnvError::invalid("max_cycles", 0, "must be >= 1"));
+        }
+        check_neighbors("num_agent_neighbors", self.num_agent_neighbors)?;
+        check_neighbors("num_landmark_neighbors", self.num_landmark_neighbors)?;
+        self.world.validate()
+    }
+}
+
+/// Simple adversary's scenario.
+#[derive(Debug, Clone)]
+pub struct Adversary {
+    pub(crate) p: SimpleAdversaryParams,
+    pub(crate) goal: usize,
+}
+
+impl Adversary {
+    fn goal_entity(&self, world: &World) -> usize {
+        world.n_agents + self.goal
+    }
+}
+
+impl Scenario for Adversary {
+    fn make_world(&self) -> (World, Vec<String>) {
+        let n = self.p.n_good + 1;
+        let agents = (0..n).map(|_| Entity::agent(0.15, false)).collect();
+        let landmarks = (0..self.p.n_good).map(|_| Entity::landmark(0.08, false)).collect();
+        let names =
+            (0..n).map(|i| if i == 0 { "adversary_0".to_owned() } else { format!("agent_{}", i - 1) }).collect();
+        (World::new(self.p.world.clone(), agents, landmarks), names)
+    }
+
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore) {
+        self.goal = integers(rng, self.p.n_good).min(self.p.n_good - 1);
+        for i in 0..world.entities.len() {
+            world.pos[i] = [uniform(rng, -1.0, 1.0), uniform(rng, -1.0, 1.0)];
+            world.vel[i] = [0.0, 0.0];
+        }
+    }
+
+    fn reward(&self, i: usize, world: &World) -> f64 {
+        let g = self.goal_entity(world);
+        if i == 0 {
+            -world.dist(0, g)
+        } else {
+            let adv_rew = 0.0 + world.dist(0, g);
+            let pos_rew = -(1..world.n_agents).map(|a| world.dist(a, g)).fold(f64::INFINITY, f64::min);
+            pos_rew + adv_rew
+        }
+    }
+
+    fn observation(&self, i: usize, world: &World) -> Vec<f64> {
+        let mut o = Vec::new();
+        if i != 0 {
+            let g = self.goal_entity(world);
+            o.extend([world.pos[g][0] - world.pos[i][0], world.pos[g][1] - world.pos[i][1]]);
+        }
+        let landmarks: Vec<usize> = (world.n_agents..world.entities.len()).collect();
+        relative_positions(world, i, &landmarks, self.p.num_landmark_neighbors, &mut o);
+        let others: Vec<usize> = (0..world.n_agents).filter(|&a| a != i).collect();
+        relative_positions(world, i, &others, self.p.num_agent_neighbors, &mut o);
+        o
+    }
+
+    fn is_terminal(&self, _world: &World) -> bool {
+        false
+    }
+
+    fn max_cycles(&self) -> usize {
+        self.p.max_cycles
+    }
+
+    fn continuous_actions(&self) -> bool {
+        self.p.continuous_actions
+    }
+
+    fn state(&self) -> Option<usize> {
+        Some(self.goal)
+    }
+
+    fn set_state(&mut self, state: Option<usize>) -> Result<()> {
+        match state {
+            Some(g) if g < self.p.n_good => {
+                self.goal = g;
+                Ok(())
+            }
+            other => Err(EnvError::snapshot(format!("goal landmark {other:?} outside 0..{}", self.p.n_good))),
+        }
+    }
+}

@@ -1,0 +1,864 @@
+//! Gymnasium v4 locomotion on MuJoCo: Hopper, HalfCheetah, Walker2d, Ant.
+
+use std::path::PathBuf;
+
+use mujoco_rs::prelude::*;
+use ndarray::{Array1, ArrayView1};
+use rand::RngCore;
+use rl_core::{Env, Params, RlCoreError, Space, Step, Valid};
+use serde::{Deserialize, Serialize};
+
+use crate::common::{check_box_action, non_negative, positive, EpisodeClock};
+use crate::error::{EnvError, Result};
+use crate::rng::{standard_normal, uniform};
+use crate::traits::{check_task, Snapshot, TaskParam, TaskParams};
+
+/// `f64` that serialises infinities as the strings `"inf"` / `"-inf"` (JSON has no infinity).
+mod f64_inf {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeTuple;
+        let mut t = s.serialize_tuple(2)?;
+        for x in v {
+            if x.is_finite() {
+                t.serialize_element(x)?;
+            } else {
+                t.serialize_element(if *x > 0.0 { "inf" } else { "-inf" })?;
+            }
+        }
+        t.end()
+    }
+
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Num {
+        F(f64),
+        S(String),
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
+        let raw: [Num; 2] = Deserialize::deserialize(d)?;
+        let conv = |n: &Num| match n {
+            Num::F(f) => Ok(*f),
+            Num::S(s) if s == "inf" => Ok(f64::INFINITY),
+            Num::S(s) if s == "-inf" => Ok(f64::NEG_INFINITY),
+            Num::S(s) => Err(serde::de::Error::custom(format!("expected a number, \"inf\" or \"-inf\", got {s:?}"))),
+        };
+        Ok([conv(&raw[0])?, conv(&raw[1])?])
+    }
+}
+
+fn check_range(name: &str, r: [f64; 2]) -> Result<()> {
+    if r[0].is_nan() || r[1].is_nan() || r[0] >= r[1] {
+        return Err(EnvError::invalid(name, format!("{r:?}"), "need min < max"));
+    }
+    Ok(())
+}
+
+macro_rules! setters {
+    ($t:ty { $($field:ident : $ty:ty),* $(,)? }) => {
+        impl $t {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "`.")]
+                #[must_use]
+                pub fn $field(mut self, v: $ty) -> Self {
+                    self.$field = v;
+                    self
+                }
+            )*
+        }
+    };
+}
+
+/// Parameters of Hopper (gymnasium `Hopper-v4`); the defaults are gymnasium's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `forward_reward_weight` | 1.0 | weight of the forward velocity | finite |
+/// | `ctrl_cost_weight` | 1e-3 | weight of `Σ a²` | `>= 0` |
+/// | `healthy_reward` | 1.0 | reward per healthy step | finite |
+/// | `terminate_when_unhealthy` | true | end the episode when unhealthy | |
+/// | `healthy_state_range` | (−100, 100) | every `qpos[2:]`, `qvel` strictly inside | min < max |
+/// | `healthy_z_range` | (0.7, ∞) | torso height strictly inside | min < max |
+/// | `healthy_angle_range` | (−0.2, 0.2) | torso angle strictly inside | min < max |
+/// | `reset_noise_scale` | 5e-3 | `qpos`, `qvel` += `U(±scale)` at reset | `>= 0` |
+/// | `exclude_current_positions_from_observation` | true | drop `x` from the observation | |
+/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+/// | `assets_dir` | none | folder of `hopper.xml` (see the module docs) | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HopperParams {
+    /// Forward reward weight.
+    pub forward_reward_weight: f64,
+    /// Control cost weight.
+    pub ctrl_cost_weight: f64,
+    /// Healthy reward.
+    pub healthy_reward: f64,
+    /// Terminate when unhealthy.
+    pub terminate_when_unhealthy: bool,
+    /// Healthy state range.
+    #[serde(with = "f64_inf")]
+    pub healthy_state_range: [f64; 2],
+    /// Healthy height range.
+    #[serde(with = "f64_inf")]
+    pub healthy_z_range: [f64; 2],
+    /// Healthy angle range.
+    #[serde(with = "f64_inf")]
+    pub healthy_angle_range: [f64; 2],
+    /// Reset noise.
+    pub reset_noise_scale: f64,
+    /// Drop `x` from the observation.
+    pub exclude_current_positions_from_observation: bool,
+    /// Time limit (0 = none).
+    pub max_episode_steps: usize,
+    /// Folder of the model XML.
+    pub assets_dir: Option<PathBuf>,
+}
+
+impl Default for HopperParams {
+    fn default() -> Self {
+        Self {
+            forward_reward_weight: 1.0,
+            ctrl_cost_weight: 1e-3,
+            healthy_reward: 1.0,
+            terminate_when_unhealthy: true,
+            healthy_state_range: [-100.0, 100.0],
+            healthy_z_range: [0.7, f64::INFINITY],
+            healthy_angle_range: [-0.2, 0.2],
+            reset_noise_scale: 5e-3,
+            exclude_current_positions_from_observation: true,
+            max_episode_steps: 1000,
+            assets_dir: None,
+        }
+    }
+}
+
+setters!(HopperParams {
+    forward_reward_weight: f64,
+    ctrl_cost_weight: f64,
+    healthy_reward: f64,
+    terminate_when_unhealthy: bool,
+    healthy_state_range: [f64; 2],
+    healthy_z_range: [f64; 2],
+    healthy_angle_range: [f64; 2],
+    reset_noise_scale: f64,
+    exclude_current_positions_from_observation: bool,
+    max_episode_steps: usize,
+    assets_dir: Option<PathBuf>,
+});
+
+fn finite(name: &str, v: f64) -> Result<()> {
+    if !v.is_finite() {
+        return Err(EnvError::invalid(name, v, "must be finite"));
+    }
+    Ok(())
+}
+
+impl Params for HopperParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        finite("forward_reward_weight", self.forward_reward_weight)?;
+        non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
+        finite("healthy_reward", self.healthy_reward)?;
+        check_range("healthy_state_range", self.healthy_state_range)?;
+        check_range("healthy_z_range", self.healthy_z_range)?;
+        check_range("healthy_angle_range", self.healthy_angle_range)?;
+        non_negative("reset_noise_scale", self.reset_noise_scale)
+    }
+}
+
+/// Parameters of Walker2d (gymnasium `Walker2d-v4`); the defaults are gymnasium's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `forward_reward_weight` | 1.0 | weight of the forward velocity | finite |
+/// | `ctrl_cost_weight` | 1e-3 | weight of `Σ a²` | `>= 0` |
+/// | `healthy_reward` | 1.0 | reward per healthy step | finite |
+/// | `terminate_when_unhealthy` | true | end the episode when unhealthy | |
+/// | `healthy_z_range` | (0.8, 2.0) | torso height strictly inside | min < max |
+/// | `healthy_angle_range` | (−1, 1) | torso angle strictly inside | min < max |
+/// | `reset_noise_scale` | 5e-3 | `qpos`, `qvel` += `U(±scale)` at reset | `>= 0` |
+/// | `exclude_current_positions_from_observation` | true | drop `x` from the observation | |
+/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+/// | `assets_dir` | none | folder of `walker2d.xml` | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Walker2dParams {
+    /// Forward reward weight.
+    pub forward_reward_weight: f64,
+    /// Control cost weight.
+    pub ctrl_cost_weight: f64,
+    /// Healthy reward.
+    pub healthy_reward: f64,
+    /// Terminate when unhealthy.
+    pub terminate_when_unhealthy: bool,
+    /// Healthy height range.
+    #[serde(with = "f64_inf")]
+    pub healthy_z_range: [f64; 2],
+    /// Healthy angle range.
+    #[serde(with = "f64_inf")]
+    pub healthy_angle_range: [f64; 2],
+    /// Reset noise.
+    pub reset_noise_scale: f64,
+    /// Drop `x` from the observation.
+    pub exclude_current_positions_from_observation: bool,
+    /// Time limit (0 = none).
+    pub max_episode_steps: usize,
+    /// Folder of the model XML.
+    pub assets_dir: Option<PathBuf>,
+}
+
+impl Default for Walker2dParams {
+    fn default() -> Self {
+        Self {
+            forward_reward_weight: 1.0,
+            ctrl_cost_weight: 1e-3,
+            healthy_reward: 1.0,
+            terminate_when_unhealthy: true,
+            healthy_z_range: [0.8, 2.0],
+            healthy_angle_range: [-1.0, 1.0],
+            reset_noise_scale: 5e-3,
+            exclude_current_positions_from_observation: true,
+            max_episode_steps: 1000,
+            assets_dir: None,
+        }
+    }
+}
+
+setters!(Walker2dParams {
+    forward_reward_weight: f64,
+    ctrl_cost_weight: f64,
+    healthy_reward: f64,
+    terminate_when_unhealthy: bool,
+    healthy_z_range: [f64; 2],
+    healthy_angle_range: [f64; 2],
+    reset_noise_scale: f64,
+    exclude_current_positions_from_observation: bool,
+    max_episode_steps: usize,
+    assets_dir: Option<PathBuf>,
+});
+
+impl Params for Walker2dParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        finite("forward_reward_weight", self.forward_reward_weight)?;
+        non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
+        finite("healthy_reward", self.healthy_reward)?;
+        check_range("healthy_z_range", self.healthy_z_range)?;
+        check_range("healthy_angle_range", self.healthy_angle_range)?;
+        non_negative("reset_noise_scale", self.reset_noise_scale)
+    }
+}
+
+/// Parameters of HalfCheetah (gymnasium `HalfCheetah-v4`); the defaults are gymnasium's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `forward_reward_weight` | 1.0 | weight of the forward velocity | finite |
+/// | `ctrl_cost_weight` | 0.1 | weight of `Σ a²` | `>= 0` |
+/// | `reset_noise_scale` | 0.1 | `qpos += U(±scale)`, `qvel += scale·N(0, 1)` at reset | `>= 0` |
+/// | `exclude_current_positions_from_observation` | true | drop `x` from the observation | |
+/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+/// | `assets_dir` | none | folder of `half_cheetah.xml` | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HalfCheetahParams {
+    /// Forward reward weight.
+    pub forward_reward_weight: f64,
+    /// Control cost weight.
+    pub ctrl_cost_weight: f64,
+    /// Reset noise.
+    pub reset_noise_scale: f64,
+    /// Drop `x` from the observation.
+    pub exclude_current_positions_from_observation: bool,
+    /// Time limit (0 = none).
+    pub max_episode_steps: usize,
+    /// Folder of the model XML.
+    pub assets_dir: Option<PathBuf>,
+}
+
+impl Default for HalfCheetahParams {
+    fn default() -> Self {
+        Self {
+            forward_reward_weight: 1.0,
+            ctrl_cost_weight: 0.1,
+            reset_noise_scale: 0.1,
+            exclude_current_positions_from_observation: true,
+            max_episode_steps: 1000,
+            assets_dir: None,
+        }
+    }
+}
+
+setters!(HalfCheetahParams {
+    forward_reward_weight: f64,
+    ctrl_cost_weight: f64,
+    reset_noise_scale: f64,
+    exclude_current_positions_from_observation: bool,
+    max_episode_steps: usize,
+    assets_dir: Option<PathBuf>,
+});
+
+impl Params for HalfCheetahParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        finite("forward_reward_weight", self.forward_reward_weight)?;
+        non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
+        non_negative("reset_noise_scale", self.reset_noise_scale)
+    }
+}
+
+/// Parameters of Ant (gymnasium `Ant-v4`); the defaults are gymnasium's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `ctrl_cost_weight` | 0.5 | weight of `Σ a²` | `>= 0` |
+/// | `use_contact_forces` | false | add the 84 clipped external contact forces to the observation and their cost to the reward | |
+/// | `contact_cost_weight` | 5e-4 | weight of `Σ clip(cfrc_ext)²` | `>= 0` |
+/// | `healthy_reward` | 1.0 | reward per healthy step | finite |
+/// | `terminate_when_unhealthy` | true | end the episode when unhealthy | |
+/// | `healthy_z_range` | [0.2, 1.0] | torso height inside (inclusive), state finite | min < max |
+/// | `contact_force_range` | (−1, 1) | clip of the contact forces | min < max |
+/// | `reset_noise_scale` | 0.1 | `qpos += U(±scale)`, `qvel += scale·N(0, 1)` at reset | `>= 0` |
+/// | `exclude_current_positions_from_observation` | true | drop `x, y` from the observation | |
+/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+/// | `assets_dir` | none | folder of `ant.xml` | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AntParams {
+    /// Control cost weight.
+    pub ctrl_cost_weight: f64,
+    /// Contact forces in observation and reward.
+    pub use_contact_forces: bool,
+    /// Contact cost weight.
+    pub contact_cost_weight: f64,
+    /// Healthy reward.
+    pub healthy_reward: f64,
+    /// Terminate when unhealthy.
+    pub terminate_when_unhealthy: bool,
+    /// Healthy height range.
+    #[serde(with = "f64_inf")]
+    pub healthy_z_range: [f64; 2],
+    /// Contact force clip.
+    #[serde(with = "f64_inf")]
+    pub contact_force_range: [f64; 2],
+    /// Reset noise.
+    pub reset_noise_scale: f64,
+    /// Drop `x, y` from the observation.
+    pub exclude_current_positions_from_observation: bool,
+    /// Time limit (0 = none).
+    pub max_episode_steps: usize,
+    /// Folder of the model XML.
+    pub assets_dir: Option<PathBuf>,
+}
+
+impl Default for AntParams {
+    fn default() -> Self {
+        Self {
+            ctrl_cost_weight: 0.5,
+            use_contact_forces: false,
+            contact_cost_weight: 5e-4,
+            healthy_reward: 1.0,
+            terminate_when_unhealthy: true,
+            healthy_z_range: [0.2, 1.0],
+            contact_force_range: [-1.0, 1.0],
+            reset_noise_scale: 0.1,
+            exclude_current_positions_from_observation: true,
+            max_episode_steps: 1000,
+            assets_dir: None,
+        }
+    }
+}
+
+setters!(AntParams {
+    ctrl_cost_weight: f64,
+    use_contact_forces: bool,
+    contact_cost_weight: f64,
+    healthy_reward: f64,
+    terminate_when_unhealthy: bool,
+    healthy_z_range: [f64; 2],
+    contact_force_range: [f64; 2],
+    reset_noise_scale: f64,
+    exclude_current_positions_from_observation: bool,
+    max_episode_steps: usize,
+    assets_dir: Option<PathBuf>,
+});
+
+impl Params for AntParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
+        non_negative("contact_cost_weight", self.contact_cost_weight)?;
+        finite("healthy_reward", self.healthy_reward)?;
+        check_range("healthy_z_range", self.healthy_z_range)?;
+        check_range("contact_force_range", self.contact_force_range)?;
+        non_negative("reset_noise_scale", self.reset_noise_scale)
+    }
+}
+
+/// Which locomotion task a [`Locomotion`] runs, with its parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LocomotionTask {
+    /// `Hopper-v4`.
+    Hopper(HopperParams),
+    /// `HalfCheetah-v4`.
+    HalfCheetah(HalfCheetahParams),
+    /// `Walker2d-v4`.
+    Walker2d(Walker2dParams),
+    /// `Ant-v4`.
+    Ant(AntParams),
+}
+
+impl LocomotionTask {
+    fn xml(&self) -> &'static str {
+        match self {
+            LocomotionTask::Hopper(_) => "hopper.xml",
+            LocomotionTask::HalfCheetah(_) => "half_cheetah.xml",
+            LocomotionTask::Walker2d(_) => "walker2d.xml",
+            LocomotionTask::Ant(_) => "ant.xml",
+        }
+    }
+
+    fn frame_skip(&self) -> usize {
+        match self {
+            LocomotionTask::Hopper(_) | LocomotionTask::Walker2d(_) => 4,
+            LocomotionTask::HalfCheetah(_) | LocomotionTask::Ant(_) => 5,
+        }
+    }
+
+    fn assets_dir(&self) -> Option<&std::path::Path> {
+        match self {
+            LocomotionTask::Hopper(p) => p.assets_dir.as_deref(),
+            LocomotionTask::HalfCheetah(p) => p.assets_dir.as_deref(),
+            LocomotionTask::Walker2d(p) => p.assets_dir.as_deref(),
+            LocomotionTask::Ant(p) => p.assets_dir.as_deref(),
+        }
+    }
+
+    fn max_steps(&self) -> usize {
+        match self {
+            LocomotionTask::Hopper(p) => p.max_episode_steps,
+            LocomotionTask::HalfCheetah(p) => p.max_episode_steps,
+            LocomotionTask::Walker2d(p) => p.max_episode_steps,
+            LocomotionTask::Ant(p) => p.max_episode_steps,
+        }
+    }
+
+    fn excluded_positions(&self) -> usize {
+        match self {
+            LocomotionTask::Hopper(p) => usize::from(p.exclude_current_positions_from_observation),
+            LocomotionTask::HalfCheetah(p) => usize::from(p.exclude_current_positions_from_observation),
+            LocomotionTask::Walker2d(p) => usize::from(p.exclude_current_positions_from_observation),
+            LocomotionTask::Ant(p) => 2 * usize::from(p.exclude_current_positions_from_observation),
+        }
+    }
+
+    /// `(noise scale, whether qvel noise is normal rather than uniform)`.
+    fn reset_noise(&self) -> (f64, bool) {
+        match self {
+            LocomotionTask::Hopper(p) => (p.reset_noise_scale, false),
+            LocomotionTask::Walker2d(p) => (p.reset_noise_scale, false),
+            LocomotionTask::HalfCheetah(p) => (p.reset_noise_scale, true),
+            LocomotionTask::Ant(p) => (p.reset_noise_scale, true),
+        }
+    }
+}
+
+/// Unscaled model values, for the task parameters.
+#[derive(Debug, Clone)]
+struct BaseModel {
+    mass: Vec<f64>,
+    inertia: Vec<[f64; 3]>,
+    friction: Vec<[f64; 3]>,
+    damping: Vec<f64>,
+}
+
+/// The state of a [`Locomotion`] environment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LocomotionState {
+    /// MuJoCo's integration state (`mj_getState` with `mjSTATE_INTEGRATION`: time, `qpos`,
+    /// `qvel`, actuator state, warm start, controls, applied forces, ...).
+    pub physics: Vec<f64>,
+    /// Ant: the torso position the next step's velocity is measured from.
+    pub torso_xy: [f64; 2],
+    /// Step counter and episode flags.
+    pub clock: EpisodeClock,
+}
+
+/// A gymnasium v4 locomotion task on MuJoCo: see the [module docs](crate::mujoco).
+///
+/// ```text
+/// Hopper, Walker2d:  r = w·(x' − x)/dt + healthy_reward − c·Σa²   terminated = !healthy
+/// HalfCheetah:       r = w·(x' − x)/dt − 0.1·Σa²                  never terminates
+/// Ant:               r = (x'_torso − x_torso)/dt + 1 − 0.5·Σa² [− 5e-4·Σclip(cfrc_ext)²]
+/// ```
+///
+/// Actions outside `[-1, 1]` are clamped by MuJoCo (`ctrllimited`) while the control cost
+/// uses the raw action, as in gymnasium; NaN actions and wrong lengths are errors. A simulation
+/// that turns unstable (non-finite state, or MuJoCo's bad-acceleration reset) is an error and
+/// ends the episode.
+#[derive(Debug)]
+pub struct Locomotion {
+    task: LocomotionTask,
+    data: MjData<Box<MjModel>>,
+    base: BaseModel,
+    scales: [f64; 3],
+    init_qpos: Vec<f64>,
+    init_qvel: Vec<f64>,
+    dt: f64,
+    torso: usize,
+    torso_xy: [f64; 2],
+    obs_space: Space,
+    act_space: Space,
+    clock: EpisodeClock,
+}
+
+impl Clone for Locomotion {
+    fn clone(&self) -> Self {
+        Self {
+            task: self.task.clone(),
+            data: self.data.clone(),
+            base: self.base.clone(),
+            scales: self.scales,
+            init_qpos: self.init_qpos.clone(),
+            init_qvel: self.init_qvel.clone(),
+            dt: self.dt,
+            torso: self.torso,
+            torso_xy: self.torso_xy,
+            obs_space: self.obs_space.clone(),
+            act_space: self.act_space.clone(),
+            clock: self.clock,
+        }
+    }
+}
+
+impl Locomotion {
+    /// `Hopper-v4`.
+    ///
+    /// # Errors
+    /// [`EnvError::Missing`] when `hopper.xml` is not found, [`EnvError::Mujoco`] when MuJoCo
+    /// rejects it or is not version 3.17.0.
+    pub fn hopper(params: Valid<HopperParams>) -> Result<Self> {
+        Self::new(LocomotionTask::Hopper(params.into_inner()))
+    }
+
+    /// `HalfCheetah-v4`.
+    ///
+    /// # Errors
+    /// As [`Locomotion::hopper`].
+    pub fn half_cheetah(params: Valid<HalfCheetahParams>) -> Result<Self> {
+        Self::new(LocomotionTask::HalfCheetah(params.into_inner()))
+    }
+
+    /// `Walker2d-v4`.
+    ///
+    /// # Errors
+    /// As [`Locomotion::hopper`].
+    pub fn walker2d(params: Valid<Walker2dParams>) -> Result<Self> {
+        Self::new(LocomotionTask::Walker2d(params.into_inner()))
+    }
+
+    /// `Ant-v4`.
+    ///
+    /// # Errors
+    /// As [`Locomotion::hopper`].
+    pub fn ant(params: Valid<AntParams>) -> Result<Self> {
+        Self::new(LocomotionTask::Ant(params.into_inner()))
+    }
+
+    fn new(task: LocomotionTask) -> Result<Self> {
+        super::check_mujoco_version()?;
+        let path = super::find_asset(task.xml(), task.assets_dir())?;
+        let text = std::fs::read_to_string(&path)?;
+        // `settotalmass` (half_cheetah.xml) is deprecated in MuJoCo 3.17, whose compiler then
+        // appends a warning to ./MUJOCO_LOG.TXT; apply it as MuJoCo advises instead.
+        let (text, total_mass) = super::strip_settotalmass(&text)?;
+        let mut model = MjModel::from_xml_string(&text)
+            .map_err(|e| EnvError::Mujoco(format!("cannot load {}: {e:?}", path.display())))?;
+        if let Some(mass) = total_mass {
+            model.set_totalmass(mass);
+        }
+        let mut data = MjData::try_new(Box::new(model)).map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
+        if total_mass.is_some() {
+            data.set_const();
+        }
+        let m = data.model();
+        let base = BaseModel {
+            mass: m.body_mass().to_vec(),
+            inertia: m.body_inertia().to_vec(),
+            friction: m.geom_friction().to_vec(),
+            damping: m.dof_damping().to_vec(),
+        };
+        let dt = m.opt().timestep * task.frame_skip() as f64;
+        let torso = m.name_to_id(MjtObjBase::mjOBJ_BODY, "torso").unwrap_or(1);
+        let ranges = m.actuator_ctrlrange();
+        let low: Vec<f32> = ranges.iter().map(|r| r[0] as f32).collect();
+        let high: Vec<f32> = ranges.iter().map(|r| r[1] as f32).collect();
+        let init_qpos = data.qpos().to_vec();
+        let init_qvel = data.qvel().to_vec();
+        let mut env = Self {
+            act_space: Space::boxed(low.into(), high.into())?,
+            obs_space: Space::symmetric(1, f32::INFINITY)?,
+            task,
+            data,
+            base,
+            scales: [1.0; 3],
+            init_qpos,
+            init_qvel,
+            dt,
+            torso,
+            torso_xy: [0.0; 2],
+            clock: EpisodeClock::default(),
+        };
+        env.data.forward();
+        let dim = env.observe().len();
+        env.obs_space = Space::symmetric(dim, f32::INFINITY)?;
+        Ok(env)
+    }
+
+    /// The task and its parameters.
+    pub fn params(&self) -> &LocomotionTask {
+        &self.task
+    }
+
+    /// Generalised positions.
+    pub fn qpos(&self) -> &[f64] {
+        self.data.qpos()
+    }
+
+    /// Generalised velocities.
+    pub fn qvel(&self) -> &[f64] {
+        self.data.qvel()
+    }
+
+    /// Seconds per environment step (`timestep · frame_skip`).
+    pub fn dt(&self) -> f64 {
+        self.dt
+    }
+
+    /// Starts an episode from `qpos`, `qvel` (gymnasium's `mj_resetData` + `set_state`), e.g.
+    /// a state from a dataset; returns the observation.
+    ///
+    /// # Errors
+    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
+    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
+        crate::error::check_len("qpos", self.init_qpos.len(), qpos.len())?;
+        crate::error::check_len("qvel", self.init_qvel.len(), qvel.len())?;
+        crate::error::check_finite_f64("qpos", qpos)?;
+        crate::error::check_finite_f64("qvel", qvel)?;
+        self.data.reset();
+        self.data.qpos_mut().copy_from_slice(qpos);
+        self.data.qvel_mut().copy_from_slice(qvel);
+        self.data.forward();
+        self.torso_xy = self.torso_position();
+        self.clock.start();
+        Ok(self.observe())
+    }
+
+    fn torso_position(&self) -> [f64; 2] {
+        let x = self.data.xpos()[self.torso];
+        [x[0], x[1]]
+    }
+
+    fn contact_forces(&self, range: [f64; 2]) -> impl Iterator<Item = f64> + '_ {
+        self.data.cfrc_ext().iter().flat_map(move |f| f.iter().map(move |v| v.clamp(range[0], range[1])))
+    }
+
+    fn observe(&self) -> Array1<f32> {
+        let skip = self.task.excluded_positions();
+        let qpos = &self.data.qpos()[skip..];
+        let qvel = self.data.qvel();
+        let clip_vel = matches!(self.task, LocomotionTask::Hopper(_) | LocomotionTask::Walker2d(_));
+        let mut o: Vec<f32> = qpos.iter().map(|&v| v as f32).collect();
+        o.extend(qvel.iter().map(|&v| if clip_vel { v.clamp(-10.0, 10.0) as f32 } else { v as f32 }));
+        if let LocomotionTask::Ant(p) = &self.task {
+            if p.use_contact_forces {
+                o.extend(self.contact_forces(p.contact_force_range).map(|v| v as f32));
+            }
+        }
+        Array1::from(o)
+    }
+
+    /// gymnasium's `control_cost`: `w · Σ a²` evaluated in float32 (NumPy 2 keeps the float32
+    /// action's dtype).
+    fn ctrl_cost(weight: f64, action: ArrayView1<'_, f32>) -> f64 {
+        let sq: Vec<f32> = action.iter().map(|a| a * a).collect();
+        // NumPy's reduction: first element, plus the rest summed from zero
+        let rest = sq.iter().skip(1).fold(0.0f32, |acc, v| acc + v);
+        let sum = sq.first().copied().unwrap_or(0.0) + rest;
+        f64::from(weight as f32 * sum)
+    }
+
+    fn unstable(&self) -> bool {
+        let w = self.data.warning();
+        let bad = [MjtWarning::mjWARN_BADQACC, MjtWarning::mjWARN_BADQPOS, MjtWarning::mjWARN_BADQVEL];
+        bad.iter().any(|k| w[*k as usize].number > 0)
+            || !self.data.qpos().iter().chain(self.data.qvel()).all(|v| v.is_finite())
+    }
+
+    fn apply_scales(&mut self, scales: [f64; 3]) -> Result<()> {
+        let state = self.data.state(MjtState::mjSTATE_INTEGRATION as u32);
+        let mut model: MjModel = self.data.model().clone();
+        for (m, b) in model.body_mass_mut().iter_mut().zip(&self.base.mass) {
+            *m = b * scales[0];
+        }
+        for (m, b) in model.body_inertia_mut().iter_mut().zip(&self.base.inertia) {
+            *m = [b[0] * scales[0], b[1] * scales[0], b[2] * scales[0]];
+        }
+        for (f, b) in model.geom_friction_mut().iter_mut().zip(&self.base.friction) {
+            *f = [b[0] * scales[1], b[1] * scales[1], b[2] * scales[1]];
+        }
+        for (d, b) in model.dof_damping_mut().iter_mut().zip(&self.base.damping) {
+            *d = b * scales[2];
+        }
+        self.data.try_swap_model(Box::new(model)).map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
+        self.data.set_const();
+        self.data
+            .set_state(&state, MjtState::mjSTATE_INTEGRATION as u32)
+            .map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
+        self.data.forward();
+        self.scales = scales;
+        Ok(())
+    }
+}
+
+impl Env for Locomotion {
+    fn observation_space(&self) -> &Space {
+        &self.obs_space
+    }
+
+    fn action_space(&self) -> &Space {
+        &self.act_space
+    }
+
+    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
+        let (scale, normal_vel) = self.task.reset_noise();
+        let qpos: Vec<f64> = self.init_qpos.iter().map(|q| q + uniform(rng, -scale, scale)).collect();
+        let qvel: Vec<f64> = if normal_vel {
+            self.init_qvel.iter().map(|v| v + scale * standard_normal(rng)).collect()
+        } else {
+            self.init_qvel.iter().map(|v| v + uniform(rng, -scale, scale)).collect()
+        };
+        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+    }
+
+    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+        self.clock.guard()?;
+        check_box_action(&self.act_space, action)?;
+        let x_before = match self.task {
+            LocomotionTask::Ant(_) => self.torso_xy[0],
+            _ => self.data.qpos()[0],
+        };
+        for (c, a) in self.data.ctrl_mut().iter_mut().zip(action.iter()) {
+            *c = f64::from(*a);
+        }
+        for _ in 0..self.task.frame_skip() {
+            self.data.step();
+        }
+        if matches!(&self.task, LocomotionTask::Ant(p) if p.use_contact_forces) {
+            self.data.rne_post_constraint();
+        }
+        if self.unstable() {
+            self.clock.needs_reset = true;
+            return Err(RlCoreError::NonFinite {
+                what: "MuJoCo simulation state (the simulation diverged)".into(),
+                index: 0,
+                value: f64::NAN,
+            });
+        }
+        let qpos = self.data.qpos();
+        let (reward, terminated) = match &self.task {
+            LocomotionTask::Hopper(p) => {
+                let x_vel = (qpos[0] - x_before) / self.dt;
+                let (z, angle) = (qpos[1], qpos[2]);
+                let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
+                let state_ok = qpos[2..].iter().chain(self.data.qvel()).all(|&v| inside(p.healthy_state_range, v));
+                let healthy = state_ok && inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
+                let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
+                let r = p.forward_reward_weight * x_vel + healthy_reward - Self::ctrl_cost(p.ctrl_cost_weight, action);
+                (r, p.terminate_when_unhealthy && !healthy)
+            }
+            LocomotionTask::Walker2d(p) => {
+                let x_vel = (qpos[0] - x_before) / self.dt;
+                let (z, angle) = (qpos[1], qpos[2]);
+                let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
+                let healthy = inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
+                let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
+                let r = p.forward_reward_weight * x_vel + healthy_reward - Self::ctrl_cost(p.ctrl_cost_weight, action);
+                (r, p.terminate_when_unhealthy && !healthy)
+            }
+            LocomotionTask::HalfCheetah(p) => {
+                let x_vel = (qpos[0] - x_before) / self.dt;
+                (p.forward_reward_weight * x_vel - Self::ctrl_cost(p.ctrl_cost_weight, action), false)
+            }
+            LocomotionTask::Ant(p) => {
+                let after = self.torso_position();
+                let x_vel = (after[0] - x_before) / self.dt;
+                let z = qpos[2];
+                let healthy = p.healthy_z_range[0] <= z && z <= p.healthy_z_range[1];
+                let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
+                let mut costs = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                if p.use_contact_forces {
+                    let sq: f64 = self.contact_forces(p.contact_force_range).map(|v| v * v).sum();
+                    costs += p.contact_cost_weight * sq;
+                }
+                self.torso_xy = after;
+                (x_vel + healthy_reward - costs, p.terminate_when_unhealthy && !healthy)
+            }
+        };
+        let truncated = self.clock.tick(terminated, self.task.max_steps());
+        Ok(Step { obs: self.observe(), reward: reward as f32, terminated, truncated })
+    }
+}
+
+impl Snapshot for Locomotion {
+    type State = LocomotionState;
+
+    fn snapshot(&self) -> LocomotionState {
+        LocomotionState {
+            physics: self.data.state(MjtState::mjSTATE_INTEGRATION as u32).to_vec(),
+            torso_xy: self.torso_xy,
+            clock: self.clock,
+        }
+    }
+
+    fn restore(&mut self, state: &LocomotionState) -> Result<()> {
+        let spec = MjtState::mjSTATE_INTEGRATION as u32;
+        let expected = self.data.model().state_size(spec);
+        if state.physics.len() != expected {
+            return Err(EnvError::snapshot(format!(
+                "MuJoCo state of length {}, this model's is {expected}",
+                state.physics.len()
+            )));
+        }
+        crate::common::snapshot_finite("MuJoCo state", &state.physics)?;
+        crate::common::snapshot_finite("torso position", &state.torso_xy)?;
+        self.data.set_state(&state.physics, spec).map_err(|e| EnvError::snapshot(format!("{e:?}")))?;
+        self.data.forward();
+        self.torso_xy = state.torso_xy;
+        self.clock = state.clock;
+        Ok(())
+    }
+}
+
+impl TaskParams for Locomotion {
+    /// `[mass_scale, friction_scale, damping_scale]`: multipliers of every body's mass and
+    /// inertia, every geom's friction and every joint's damping (a common robust-RL family).
+    fn task_spec(&self) -> Vec<TaskParam> {
+        vec![
+            TaskParam::new("mass_scale", 1.0, 0.05, 20.0),
+            TaskParam::new("friction_scale", 1.0, 0.0, 20.0),
+            TaskParam::new("damping_scale", 1.0, 0.0, 20.0),
+        ]
+    }
+    fn task(&self) -> Vec<f64> {
+        self.scales.to_vec()
+    }
+    fn set_task(&mut self, task: &[f64]) -> Result<()> {
+        check_task(&self.task_spec(), task)?;
+        positive("mass_scale", task[0])?;
+        self.apply_scales([task[0], task[1], task[2]])
+    }
+}

@@ -1,0 +1,146 @@
+//! MuJoCo environments (feature `mujoco`): gymnasium v4 locomotion and the MuJoCo point maze.
+//!
+//! | environment | constructor | gymnasium id | obs | act | frame skip × dt |
+//! |---|---|---|---|---|---|
+//! | Hopper | [`Locomotion::hopper`] | `Hopper-v4` | 11 | 3 | 4 × 0.002 |
+//! | HalfCheetah | [`Locomotion::half_cheetah`] | `HalfCheetah-v4` | 17 | 6 | 5 × 0.01 |
+//! | Walker2d | [`Locomotion::walker2d`] | `Walker2d-v4` | 17 | 6 | 4 × 0.002 |
+//! | Ant | [`Locomotion::ant`] | `Ant-v4` | 27 (111 with contact forces) | 8 | 5 × 0.01 |
+//! | point maze | [`MujocoPointMaze::new`] | gymnasium-robotics `PointMaze_*-v3` | 6 / 4 | 2 | 1 × 0.01 |
+//!
+//! The physics is MuJoCo 3.17.0 itself, through `mujoco-rs` 7 and the `libmujoco.so` of the
+//! PyPI `mujoco==3.17.0` wheel (`make provision-mujoco` links it as `.mujoco`; the build embeds
+//! an rpath to it). The locomotion models are read at run time from the installed gymnasium
+//! wheel (`hopper.xml`, `half_cheetah.xml`, `walker2d.xml`, `ant.xml`; not committed), looked up
+//! in this order: the `assets_dir` parameter, the environment variable `FRUGAL_GYM_ASSETS`,
+//! `$MUJOCO_DYNAMIC_LINK_DIR/gymnasium-assets` (at run time, then as seen at build time), which
+//! `make provision-mujoco` links to `gymnasium/envs/mujoco/assets`. A missing file is
+//! [`EnvError::Missing`] naming it and the folders searched; a linked MuJoCo other than 3.17.0
+//! is [`EnvError::Mujoco`].
+//!
+//! Rewards, terminations, observation layouts and reset noise follow gymnasium 1.4's
+//! `*_v4.py`; the calls into MuJoCo are the same (`mj_resetData`, `mj_forward` after setting
+//! the state, `frame_skip` × `mj_step`), so rollouts match gymnasium to float rounding of the
+//! observation and reward casts (tolerance 1e-4; measured bit-identical, `tests/golden_mujoco.rs`).
+//! HalfCheetah's and Ant's velocity noise is `0.1·N(0, 1)`, drawn with a normal sampler that is
+//! not NumPy's, so those two resets match gymnasium in distribution only (the test starts them
+//! from gymnasium's reset state with [`Locomotion::reset_to_state`]).
+
+mod locomotion;
+mod point_maze;
+
+use std::path::{Path, PathBuf};
+
+pub use locomotion::{
+    AntParams, HalfCheetahParams, HopperParams, Locomotion, LocomotionState, LocomotionTask, Walker2dParams,
+};
+pub use point_maze::{MujocoPointMass, MujocoPointMaze, MujocoPointState};
+
+use crate::error::{EnvError, Result};
+
+/// The MuJoCo version the bindings (`mujoco-rs` 7.0.0) were generated for.
+pub const MUJOCO_VERSION: &str = "3.17.0";
+
+/// Checks that the linked MuJoCo library is [`MUJOCO_VERSION`].
+///
+/// # Errors
+/// [`EnvError::Mujoco`] naming both versions.
+pub fn check_mujoco_version() -> Result<()> {
+    let linked = mujoco_rs::mujoco_version();
+    if linked != MUJOCO_VERSION {
+        return Err(EnvError::Mujoco(format!(
+            "linked MuJoCo library is {linked}, rl-envs needs {MUJOCO_VERSION} (the PyPI wheel mujoco=={MUJOCO_VERSION}; \
+             run `make provision-mujoco`)"
+        )));
+    }
+    Ok(())
+}
+
+/// The folders searched for gymnasium's model XMLs, in order.
+pub fn asset_dirs(explicit: Option<&Path>) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(p) = explicit {
+        dirs.push(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("FRUGAL_GYM_ASSETS") {
+        dirs.push(PathBuf::from(p));
+    }
+    if let Some(p) = std::env::var_os("MUJOCO_DYNAMIC_LINK_DIR") {
+        dirs.push(Path::new(&p).join("gymnasium-assets"));
+    }
+    if let Some(p) = option_env!("MUJOCO_DYNAMIC_LINK_DIR") {
+        let p = Path::new(p).join("gymnasium-assets");
+        if !dirs.contains(&p) {
+            dirs.push(p);
+        }
+    }
+    dirs
+}
+
+/// Finds gymnasium's model `file` (e.g. `hopper.xml`).
+///
+/// # Errors
+/// [`EnvError::Missing`] naming the file and every folder searched.
+pub fn find_asset(file: &str, explicit: Option<&Path>) -> Result<PathBuf> {
+    let dirs = asset_dirs(explicit);
+    for d in &dirs {
+        let p = d.join(file);
+        if p.is_file() {
+            return Ok(p);
+        }
+    }
+    let looked: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+    Err(EnvError::Missing {
+        what: format!("MuJoCo model `{file}` of the gymnasium wheel"),
+        looked_in: if looked.is_empty() { "no folder (none configured)".into() } else { looked.join(", ") },
+        hint: "run `make provision-mujoco` (installs gymnasium and links .mujoco/gymnasium-assets), set \
+               FRUGAL_GYM_ASSETS to gymnasium/envs/mujoco/assets, or pass assets_dir"
+            .into(),
+    })
+}
+
+/// Removes the compiler attribute `settotalmass="m"` from an MJCF text, returning `m` (to be
+/// applied with `mj_setTotalmass` + `mj_setConst`, which is what the attribute does).
+///
+/// # Errors
+/// [`EnvError::Mujoco`] when the value is not a number.
+pub(crate) fn strip_settotalmass(xml: &str) -> Result<(String, Option<f64>)> {
+    const KEY: &str = "settotalmass=\"";
+    let Some(start) = xml.find(KEY) else {
+        return Ok((xml.to_owned(), None));
+    };
+    let value_start = start + KEY.len();
+    let len =
+        xml[value_start..].find('"').ok_or_else(|| EnvError::Mujoco("unterminated settotalmass attribute".into()))?;
+    let raw = &xml[value_start..value_start + len];
+    let mass: f64 =
+        raw.trim().parse().map_err(|_| EnvError::Mujoco(format!("settotalmass = {raw:?} is not a number")))?;
+    let out = format!("{}{}", &xml[..start], &xml[value_start + len + 1..]);
+    Ok((out, (mass > 0.0).then_some(mass)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_assets_name_the_file_and_folders() {
+        let e = find_asset("no_such_model.xml", Some(Path::new("/nonexistent/dir"))).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("no_such_model.xml") && msg.contains("/nonexistent/dir"), "{msg}");
+        assert!(matches!(e, EnvError::Missing { .. }));
+    }
+
+    #[test]
+    fn settotalmass_is_stripped() {
+        let (xml, m) = strip_settotalmass(r#"<compiler angle="radian" settotalmass="14"/>"#).unwrap();
+        assert_eq!((xml.as_str(), m), (r#"<compiler angle="radian" />"#, Some(14.0)));
+        assert_eq!(strip_settotalmass("<compiler/>").unwrap().1, None);
+        assert!(strip_settotalmass(r#"settotalmass="x""#).is_err());
+    }
+
+    #[test]
+    fn linked_version_is_checked() {
+        check_mujoco_version().unwrap();
+    }
+}

@@ -1,0 +1,124 @@
+//! The point maze against gymnasium-robotics 1.4.2 (`PointMaze_*-v3`, MuJoCo 3.17; fixtures
+//! from `scripts/golden_rl_envs.py maze`): maps, seeded goals and starts, rewards and flags
+//! match to 1e-6; the pure-Rust ball matches MuJoCo to 1e-6 while it is clear of the walls
+//! (MuJoCo's contact margin is 0.002 + 0.002), and the test reports how far it drifts after contact.
+
+mod common;
+
+use common::{action, assert_close, load, to_f64, Case};
+use rl_core::{Env, Params};
+use rl_envs::maze::{MazeLayout, MazeReward, PointMaze, PointMazeParams};
+use rl_envs::rng::NumpyRng;
+
+const TOL: f64 = 1e-6;
+const RADIUS: f64 = 0.1;
+/// MuJoCo includes a contact below the sum of both geoms' margins (0.002 each in point.xml).
+const MARGIN: f64 = 0.004;
+
+pub fn params_for(case: &Case) -> PointMazeParams {
+    let name = case.env.trim_start_matches("PointMaze_").trim_end_matches("-v3");
+    let dense = name.ends_with("Dense");
+    let layout = match name.trim_end_matches("Dense") {
+        "Open" => MazeLayout::Open,
+        "UMaze" => MazeLayout::UMaze,
+        "Medium" => MazeLayout::Medium,
+        "Large" => MazeLayout::Large,
+        "Medium_Diverse_G" => MazeLayout::MediumDiverseG,
+        "Large_Diverse_GR" => MazeLayout::LargeDiverseGr,
+        other => panic!("unknown maze {other}"),
+    };
+    let kwargs = case.extra.get("kwargs").and_then(|v| v.as_object()).cloned().unwrap_or_default();
+    let continuing = kwargs.get("continuing_task").and_then(|v| v.as_bool()).unwrap_or(true);
+    PointMazeParams::default()
+        .layout(layout)
+        .reward(if dense { MazeReward::Dense } else { MazeReward::Sparse })
+        .continuing_task(continuing)
+}
+
+fn wall_dists(case: &Case) -> Vec<f64> {
+    let mut d = vec![case.extra["reset_wall_dist"].as_f64().unwrap()];
+    d.extend(case.extra["wall_dist"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()));
+    d
+}
+
+#[test]
+fn maps_match_gymnasium_robotics() {
+    let fixture = load("maze");
+    let maps = fixture_maps();
+    for (name, layout) in [
+        ("OPEN", MazeLayout::Open),
+        ("U_MAZE", MazeLayout::UMaze),
+        ("MEDIUM_MAZE", MazeLayout::Medium),
+        ("LARGE_MAZE", MazeLayout::Large),
+        ("OPEN_DIVERSE_G", MazeLayout::OpenDiverseG),
+        ("OPEN_DIVERSE_GR", MazeLayout::OpenDiverseGr),
+        ("MEDIUM_MAZE_DIVERSE_G", MazeLayout::MediumDiverseG),
+        ("MEDIUM_MAZE_DIVERSE_GR", MazeLayout::MediumDiverseGr),
+        ("LARGE_MAZE_DIVERSE_G", MazeLayout::LargeDiverseG),
+        ("LARGE_MAZE_DIVERSE_GR", MazeLayout::LargeDiverseGr),
+    ] {
+        let want = &maps[name];
+        let got: Vec<String> = layout.rows();
+        assert_eq!(&got, want, "{name}");
+    }
+    assert!(!fixture.cases.is_empty());
+}
+
+fn fixture_maps() -> std::collections::HashMap<String, Vec<String>> {
+    let path = format!("{}/tests/fixtures/maze.json", env!("CARGO_MANIFEST_DIR"));
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    v["maps"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, rows)| {
+            let rows = rows
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r.as_array().unwrap().iter().map(|c| c.as_str().unwrap().chars().next().unwrap()).collect())
+                .collect();
+            (k.clone(), rows)
+        })
+        .collect()
+}
+
+#[test]
+fn point_maze_matches_gymnasium_robotics_in_free_flight() {
+    let fixture = load("maze");
+    let (mut compared, mut total, mut worst_after_contact) = (0usize, 0usize, 0.0f64);
+    for case in &fixture.cases {
+        let name = format!("{} seed {}", case.env, case.seed);
+        let mut env = PointMaze::new(params_for(case).check().unwrap()).unwrap();
+        let obs = env.reset(&mut NumpyRng::new(case.seed)).unwrap();
+        assert_close(&format!("{name} reset"), &to_f64(&obs), &case.reset_obs, TOL);
+        let dists = wall_dists(case);
+        let mut free = true;
+        for (t, a) in case.actions.iter().enumerate() {
+            let step = env.step(action(a).view()).unwrap();
+            let what = format!("{name} step {t}");
+            // MuJoCo's step t+1 sees a contact when the ball starts it within the margin
+            free = free && dists[t] - RADIUS > MARGIN && dists[t + 1] - RADIUS > 0.0;
+            assert_eq!(step.truncated, case.truncated[t], "{what} truncated");
+            total += 1;
+            if free {
+                compared += 1;
+                assert_close(&format!("{what} obs"), &to_f64(&step.obs), &case.obs[t], TOL);
+                assert_close(&format!("{what} reward"), &[f64::from(step.reward)], &[case.rewards[t]], TOL);
+                assert_eq!(step.terminated, case.terminated[t], "{what} terminated");
+            } else {
+                let o = to_f64(&step.obs);
+                let err = ((o[0] - case.obs[t][0]).powi(2) + (o[1] - case.obs[t][1]).powi(2)).sqrt();
+                worst_after_contact = worst_after_contact.max(err);
+            }
+            if step.done() {
+                break;
+            }
+        }
+    }
+    eprintln!(
+        "point maze: {compared} of {total} steps in free flight matched to {TOL:e}; \
+         after wall contact the rigid ball was at most {worst_after_contact:.3} from MuJoCo's"
+    );
+    assert!(compared >= 400, "only {compared} free-flight steps compared");
+}

@@ -1,0 +1,103 @@
+//! MuJoCo environments against gymnasium 1.4 on mujoco 3.17.0 (feature `mujoco`; fixtures from
+//! `scripts/golden_rl_envs.py mujoco` and `maze`): Hopper, Walker2d, HalfCheetah and Ant
+//! (with and without contact forces) step for step to 1e-4, seeded resets (Hopper and
+//! Walker2d fully, HalfCheetah and Ant their uniform position noise), terminations and the
+//! time limit; the MuJoCo point maze against gymnasium-robotics on every fixture step,
+//! wall contacts included.
+#![cfg(feature = "mujoco")]
+
+mod common;
+
+use common::{action, assert_close, load, max_rel_err, to_f64};
+use rl_core::{Env, Params};
+use rl_envs::maze::{MazeLayout, MazeReward, PointMazeParams};
+use rl_envs::mujoco::{AntParams, HalfCheetahParams, HopperParams, Locomotion, MujocoPointMaze, Walker2dParams};
+use rl_envs::rng::NumpyRng;
+
+const TOL: f64 = 1e-4;
+
+fn f64s(v: &serde_json::Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+}
+
+#[test]
+fn locomotion_matches_gymnasium() {
+    let fixture = load("mujoco");
+    let mut worst = 0.0f64;
+    let mut steps = 0;
+    for case in &fixture.cases {
+        let name = format!("{} seed {} {:?}", case.env, case.seed, case.extra["kwargs"]);
+        let kwargs = case.extra["kwargs"].as_object().unwrap();
+        let limit = kwargs.get("max_episode_steps").and_then(|v| v.as_u64()).map_or(1000, |v| v as usize);
+        let contact = kwargs.get("use_contact_forces").and_then(|v| v.as_bool()).unwrap_or(false);
+        let mut env = match case.env.as_str() {
+            "Hopper-v4" => Locomotion::hopper(HopperParams::default().max_episode_steps(limit).check().unwrap()),
+            "Walker2d-v4" => Locomotion::walker2d(Walker2dParams::default().max_episode_steps(limit).check().unwrap()),
+            "HalfCheetah-v4" => Locomotion::half_cheetah(HalfCheetahParams::default().check().unwrap()),
+            "Ant-v4" => Locomotion::ant(AntParams::default().use_contact_forces(contact).check().unwrap()),
+            other => panic!("unknown env {other}"),
+        }
+        .unwrap();
+        let qpos = f64s(&case.extra["reset_qpos"]);
+        let qvel = f64s(&case.extra["reset_qvel"]);
+        let obs = env.reset(&mut NumpyRng::new(case.seed)).unwrap();
+        // uniform position noise: NumpyRng reproduces gymnasium's draws exactly
+        assert_close(&format!("{name} reset qpos"), env.qpos(), &qpos, 0.0);
+        if matches!(case.env.as_str(), "Hopper-v4" | "Walker2d-v4") {
+            assert_close(&format!("{name} reset qvel"), env.qvel(), &qvel, 0.0);
+            assert_close(&format!("{name} reset obs"), &to_f64(&obs), &case.reset_obs, TOL);
+        } else {
+            // normal velocity noise: start from gymnasium's reset state
+            let obs = env.reset_to_state(&qpos, &qvel).unwrap();
+            assert_close(&format!("{name} reset obs"), &to_f64(&obs), &case.reset_obs, TOL);
+        }
+        for (t, a) in case.actions.iter().enumerate() {
+            let step = env.step(action(a).view()).unwrap();
+            let what = format!("{name} step {t}");
+            assert_close(&format!("{what} obs"), &to_f64(&step.obs), &case.obs[t], TOL);
+            assert_close(&format!("{what} reward"), &[f64::from(step.reward)], &[case.rewards[t]], TOL);
+            assert_eq!(step.terminated, case.terminated[t], "{what} terminated");
+            assert_eq!(step.truncated, case.truncated[t], "{what} truncated");
+            worst = worst.max(max_rel_err(&to_f64(&step.obs), &case.obs[t]));
+            steps += 1;
+        }
+    }
+    eprintln!("mujoco locomotion: {steps} steps matched to {TOL:e} (worst observation error {worst:e})");
+}
+
+#[test]
+fn mujoco_point_maze_matches_gymnasium_robotics_with_contacts() {
+    let fixture = load("maze");
+    let (mut steps, mut worst) = (0, 0.0f64);
+    for case in &fixture.cases {
+        let name = format!("{} seed {}", case.env, case.seed);
+        let stem = case.env.trim_start_matches("PointMaze_").trim_end_matches("-v3");
+        let layout = match stem.trim_end_matches("Dense") {
+            "Open" => MazeLayout::Open,
+            "UMaze" => MazeLayout::UMaze,
+            "Medium" => MazeLayout::Medium,
+            "Large" => MazeLayout::Large,
+            "Medium_Diverse_G" => MazeLayout::MediumDiverseG,
+            "Large_Diverse_GR" => MazeLayout::LargeDiverseGr,
+            other => panic!("unknown maze {other}"),
+        };
+        let continuing = case.extra["kwargs"].get("continuing_task").and_then(|v| v.as_bool()).unwrap_or(true);
+        let params = PointMazeParams::default()
+            .layout(layout)
+            .reward(if stem.ends_with("Dense") { MazeReward::Dense } else { MazeReward::Sparse })
+            .continuing_task(continuing);
+        let mut env = MujocoPointMaze::new(params.check().unwrap()).unwrap();
+        let obs = env.reset(&mut NumpyRng::new(case.seed)).unwrap();
+        assert_close(&format!("{name} reset"), &to_f64(&obs), &case.reset_obs, TOL);
+        for (t, a) in case.actions.iter().enumerate() {
+            let step = env.step(action(a).view()).unwrap();
+            let what = format!("{name} step {t}");
+            assert_close(&format!("{what} obs"), &to_f64(&step.obs), &case.obs[t], TOL);
+            assert_close(&format!("{what} reward"), &[f64::from(step.reward)], &[case.rewards[t]], TOL);
+            assert_eq!((step.terminated, step.truncated), (case.terminated[t], case.truncated[t]), "{what}");
+            worst = worst.max(max_rel_err(&to_f64(&step.obs), &case.obs[t]));
+            steps += 1;
+        }
+    }
+    eprintln!("mujoco point maze: {steps} steps matched to {TOL:e} (worst observation error {worst:e})");
+}

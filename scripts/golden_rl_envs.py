@@ -1,0 +1,307 @@
+#!/usr/bin/env python3
+"""Record golden rollouts of the reference implementations for the rl-envs tests.
+
+Run with the provisioned venv (gymnasium, gymnasium-robotics, mpe2, mujoco==3.17.0):
+
+    ~/.cache/frugal-rl/venv/bin/pip install gymnasium==1.4.0 gymnasium-robotics==1.4.2 mpe2==1.1.1
+    ~/.cache/frugal-rl/venv/bin/python scripts/golden_rl_envs.py [classic|maze|mpe|mujoco|all]
+
+Writes crates/rl-envs/tests/fixtures/<family>.json. Each case records the seed given to
+`reset(seed=...)`, the state right after the reset (for environments whose reset draws cannot be
+reproduced bit for bit, the Rust test starts from this state), the actions (chosen here by a
+seeded policy, then replayed verbatim by the Rust test) and, per step, the observation, reward,
+terminated and truncated flags of the reference. Floats are written with Python's repr (the
+shortest string that reads back to the same float64).
+"""
+import json
+import os
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(ROOT, "crates", "rl-envs", "tests", "fixtures")
+
+
+def f(x):
+    return [float(v) for v in np.asarray(x, dtype=np.float64).ravel()]
+
+
+def versions(*names):
+    from importlib.metadata import version
+
+    return {n: version(n) for n in names}
+
+
+def write(name, payload):
+    os.makedirs(FIXTURES, exist_ok=True)
+    path = os.path.join(FIXTURES, name + ".json")
+    with open(path, "w") as fh:
+        json.dump(payload, fh, separators=(",", ":"))
+        fh.write("\n")
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+# ------------------------------------------------------------------------------------------
+# classic control
+
+
+def classic():
+    import gymnasium as gym
+
+    cases = []
+
+    def rollout(env_id, seed, policy, max_steps):
+        env = gym.make(env_id)
+        obs, _ = env.reset(seed=seed)
+        case = {"env": env_id, "seed": seed, "reset_obs": f(obs), "actions": [], "obs": [],
+                "rewards": [], "terminated": [], "truncated": []}
+        for t in range(max_steps):
+            a = policy(obs, t)
+            obs, r, term, trunc, _ = env.step(a)
+            case["actions"].append(f(a) if not isinstance(a, (int, np.integer)) else [float(a)])
+            case["obs"].append(f(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            if term or trunc:
+                break
+        cases.append(case)
+
+    for seed in [0, 1, 2]:
+        prng = np.random.default_rng(100 + seed)
+        # torques partly outside [-2, 2] (clipped by the env) for a full 200-step episode
+        rollout("Pendulum-v1", seed, lambda o, t: prng.uniform(-2.5, 2.5, size=(1,)).astype(np.float32), 300)
+    for seed in [0, 1, 2, 3]:
+        prng = np.random.default_rng(200 + seed)
+        rollout("CartPole-v1", seed, lambda o, t: int(prng.integers(0, 2)), 600)
+    # a balancing controller, to reach the 500-step truncation
+    rollout("CartPole-v1", 7, lambda o, t: int(o[2] + 0.5 * o[3] + 0.01 * o[0] + 0.1 * o[1] > 0), 600)
+    for seed in [0, 1]:
+        prng = np.random.default_rng(300 + seed)
+        # energy pumping with noise; |a| up to 1.5 to cover the clipped branch
+        rollout(
+            "MountainCarContinuous-v0", seed,
+            lambda o, t: np.array([np.sign(o[1] if o[1] != 0 else 1.0) * 1.2 + prng.normal(0, 0.4)],
+                                  dtype=np.float32),
+            1000)
+    prng2 = np.random.default_rng(399)
+    rollout("MountainCarContinuous-v0", 5,
+            lambda o, t: prng2.uniform(-1.0, 1.0, size=(1,)).astype(np.float32), 1000)
+    write("classic", {"generator": "scripts/golden_rl_envs.py classic",
+                      "versions": versions("gymnasium", "numpy"), "cases": cases})
+
+
+# ------------------------------------------------------------------------------------------
+# point maze (gymnasium-robotics PointMaze_*-v3, MuJoCo)
+
+
+def wall_distance(maze, xy):
+    """Distance from xy to the nearest wall block (the ball's centre, not its surface)."""
+    best = np.inf
+    s = maze.maze_size_scaling
+    for i in range(maze.map_length):
+        for j in range(maze.map_width):
+            if maze.maze_map[i][j] != 1:
+                continue
+            c = maze.cell_rowcol_to_xy(np.array([i, j]))
+            d = np.maximum(np.abs(xy - c) - 0.5 * s, 0.0)
+            inside = min(max(abs(xy[0] - c[0]) - 0.5 * s, abs(xy[1] - c[1]) - 0.5 * s), 0.0)
+            best = min(best, float(np.sqrt(d @ d)) + inside)
+    return best
+
+
+def maze():
+    import gymnasium as gym
+    import gymnasium_robotics
+    from gymnasium_robotics.envs.maze import maps
+
+    gym.register_envs(gymnasium_robotics)
+    cases = []
+
+    def flat(o):
+        return f(np.concatenate([o["observation"], o["desired_goal"]]))
+
+    def rollout(env_id, seed, policy, steps, **kwargs):
+        env = gym.make(env_id, **kwargs)
+        obs, _ = env.reset(seed=seed)
+        inner = env.unwrapped
+        case = {"env": env_id, "seed": seed, "kwargs": kwargs, "reset_obs": flat(obs),
+                "reset_wall_dist": wall_distance(inner.maze, obs["observation"][:2]),
+                "actions": [], "obs": [], "rewards": [], "terminated": [], "truncated": [],
+                "wall_dist": []}
+        for t in range(steps):
+            a = policy(obs, t)
+            obs, r, term, trunc, _ = env.step(a)
+            case["actions"].append(f(a))
+            case["obs"].append(flat(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            case["wall_dist"].append(wall_distance(inner.maze, obs["observation"][:2]))
+            if term or trunc:
+                break
+        cases.append(case)
+
+    def seek(prng, gain=2.0, noise=0.3):
+        def pol(o, t):
+            x = o["observation"]
+            a = gain * (o["desired_goal"] - x[:2]) - 0.5 * x[2:] + prng.normal(0, noise, size=2)
+            return np.clip(a, -1.0, 1.0).astype(np.float32)
+        return pol
+
+    def smooth_random(prng):
+        state = {"a": np.zeros(2)}
+        def pol(o, t):
+            state["a"] = 0.9 * state["a"] + 0.45 * prng.normal(size=2)
+            # partly outside [-1, 1]: clipped by the environment
+            return np.clip(state["a"], -1.3, 1.3).astype(np.float32)
+        return pol
+
+    for k, name in enumerate(["Open", "UMaze", "Medium", "Large"]):
+        prng = np.random.default_rng(1000 + k)
+        rollout(f"PointMaze_{name}-v3", 10 * k, smooth_random(prng), 80)
+        prng = np.random.default_rng(2000 + k)
+        rollout(f"PointMaze_{name}Dense-v3", 10 * k + 1, seek(prng), 120)
+    # episodes that end at the goal
+    for seed in [3, 4]:
+        prng = np.random.default_rng(3000 + seed)
+        rollout("PointMaze_Open-v3", seed, seek(prng, gain=3.0, noise=0.1), 300, continuing_task=False)
+    # a full episode to the registered time limit
+    prng = np.random.default_rng(4000)
+    rollout("PointMaze_UMaze-v3", 5, smooth_random(prng), 400)
+    # diverse maps: resets drawn from their reset cells
+    for name in ["Medium_Diverse_G", "Large_Diverse_GR"]:
+        prng = np.random.default_rng(5000)
+        rollout(f"PointMaze_{name}-v3", 6, seek(prng), 20)
+
+    layouts = {n: [[str(c) for c in row] for row in getattr(maps, n)] for n in
+               ["OPEN", "U_MAZE", "MEDIUM_MAZE", "LARGE_MAZE", "OPEN_DIVERSE_G", "OPEN_DIVERSE_GR",
+                "MEDIUM_MAZE_DIVERSE_G", "MEDIUM_MAZE_DIVERSE_GR", "LARGE_MAZE_DIVERSE_G",
+                "LARGE_MAZE_DIVERSE_GR"]}
+    write("maze", {"generator": "scripts/golden_rl_envs.py maze",
+                   "versions": versions("gymnasium", "gymnasium-robotics", "mujoco", "numpy"),
+                   "maps": layouts, "cases": cases})
+
+
+# ------------------------------------------------------------------------------------------
+# multi-agent particle environments (mpe2, PettingZoo parallel API)
+
+
+def mpe():
+    import warnings
+
+    from mpe2 import simple_adversary_v3, simple_spread_v3, simple_tag_v3
+
+    warnings.filterwarnings("ignore")
+    modules = {"simple_spread_v3": simple_spread_v3, "simple_tag_v3": simple_tag_v3,
+               "simple_adversary_v3": simple_adversary_v3}
+    cases = []
+
+    def rollout(name, seed, kwargs, policy):
+        env = modules[name].parallel_env(**kwargs)
+        obs, _ = env.reset(seed=seed)
+        agents = list(env.possible_agents)
+        case = {"env": name, "seed": seed, "kwargs": kwargs, "agents": agents,
+                "reset_obs": [f(obs[a]) for a in agents], "actions": [], "obs": [], "rewards": [],
+                "terminated": [], "truncated": []}
+        for t in range(100):
+            acts = {a: policy(a, obs[a], t) for a in env.agents}
+            obs, rew, term, trunc, _ = env.step(acts)
+            case["actions"].append([f(acts[a]) if not isinstance(acts[a], (int, np.integer))
+                                    else [float(acts[a])] for a in agents])
+            case["obs"].append([f(obs[a]) for a in agents])
+            case["rewards"].append([float(rew[a]) for a in agents])
+            case["terminated"].append([bool(term[a]) for a in agents])
+            case["truncated"].append([bool(trunc[a]) for a in agents])
+            if all(term[a] or trunc[a] for a in agents):
+                break
+        cases.append(case)
+
+    def discrete(prng):
+        return lambda a, o, t: int(prng.integers(0, 5))
+
+    def continuous(prng):
+        # partly outside [0, 1]: mpe2's ClipOutOfBoundsWrapper clips
+        return lambda a, o, t: prng.uniform(-0.2, 1.2, size=5).astype(np.float32)
+
+    def to_centre(prng):
+        # pushes everyone together so that contact forces and collision rewards occur
+        def pol(a, o, t):
+            pos = o[2:4]
+            act = np.zeros(5, dtype=np.float32)
+            act[1], act[2] = max(pos[0], 0), max(-pos[0], 0)
+            act[3], act[4] = max(pos[1], 0), max(-pos[1], 0)
+            return np.clip(act + prng.uniform(0, 0.3, size=5), 0, 1).astype(np.float32)
+        return pol
+
+    rollout("simple_spread_v3", 0, {}, discrete(np.random.default_rng(10)))
+    rollout("simple_spread_v3", 2, {"continuous_actions": True}, continuous(np.random.default_rng(12)))
+    rollout("simple_spread_v3", 3, {"N": 5, "continuous_actions": True, "max_cycles": 12}, to_centre(np.random.default_rng(13)))
+    rollout("simple_spread_v3", 4, {"N": 4, "num_agent_neighbors": 2, "num_landmark_neighbors": 2},
+            discrete(np.random.default_rng(14)))
+    rollout("simple_tag_v3", 0, {}, discrete(np.random.default_rng(20)))
+    rollout("simple_tag_v3", 2, {"continuous_actions": True, "num_good": 2, "num_adversaries": 4,
+                                 "num_obstacles": 3, "max_cycles": 15}, to_centre(np.random.default_rng(22)))
+    rollout("simple_tag_v3", 3, {"num_agent_neighbors": 2, "num_landmark_neighbors": 1},
+            discrete(np.random.default_rng(23)))
+    rollout("simple_adversary_v3", 0, {}, discrete(np.random.default_rng(30)))
+    rollout("simple_adversary_v3", 2, {"N": 3, "continuous_actions": True}, continuous(np.random.default_rng(32)))
+    write("mpe", {"generator": "scripts/golden_rl_envs.py mpe",
+                  "versions": versions("mpe2", "pettingzoo", "numpy"), "cases": cases})
+
+
+# ------------------------------------------------------------------------------------------
+# MuJoCo locomotion (gymnasium v4 on mujoco 3.17.0)
+
+
+def mujoco_envs():
+    import warnings
+
+    import gymnasium as gym
+
+    warnings.filterwarnings("ignore")
+    cases = []
+
+    def rollout(env_id, seed, steps, prng, lo=-1.2, hi=1.2, **kwargs):
+        env = gym.make(env_id, **kwargs)
+        obs, _ = env.reset(seed=seed)
+        data = env.unwrapped.data
+        nu = env.action_space.shape[0]
+        case = {"env": env_id, "seed": seed, "kwargs": kwargs, "reset_obs": f(obs),
+                "reset_qpos": f(data.qpos), "reset_qvel": f(data.qvel), "actions": [], "obs": [],
+                "rewards": [], "terminated": [], "truncated": []}
+        for t in range(steps):
+            # partly outside [-1, 1]: MuJoCo clamps the control, the cost uses the raw action
+            a = prng.uniform(lo, hi, size=nu).astype(np.float32)
+            obs, r, term, trunc, _ = env.step(a)
+            case["actions"].append(f(a))
+            case["obs"].append(f(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            if term or trunc:
+                break
+        cases.append(case)
+
+    for seed in [0, 1]:
+        rollout("Hopper-v4", seed, 100, np.random.default_rng(40 + seed))
+        rollout("Walker2d-v4", seed, 100, np.random.default_rng(50 + seed))
+    rollout("HalfCheetah-v4", 0, 60, np.random.default_rng(60))
+    rollout("Ant-v4", 0, 40, np.random.default_rng(70))
+    rollout("Ant-v4", 1, 20, np.random.default_rng(71), use_contact_forces=True)
+    # small actions: the hopper stays up long enough to be cut by a short time limit
+    rollout("Hopper-v4", 2, 60, np.random.default_rng(42), lo=-0.1, hi=0.1, max_episode_steps=50)
+    write("mujoco", {"generator": "scripts/golden_rl_envs.py mujoco",
+                     "versions": versions("gymnasium", "mujoco", "numpy"), "cases": cases})
+
+
+def main():
+    which = sys.argv[1] if len(sys.argv) > 1 else "all"
+    table = {"classic": classic, "maze": maze, "mpe": mpe, "mujoco": mujoco_envs}
+    for k in (table if which == "all" else [which]):
+        table[k]()
+
+
+if __name__ == "__main__":
+    main()
