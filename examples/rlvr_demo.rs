@@ -224,7 +224,7 @@ fn run_one(cfg: RunConfig, out: &Path, quiet: bool, save_warm_start: Option<&Pat
             m.insert("eval/mean_reward", p.report.mean_reward);
             m.insert("eval/malformed", p.report.malformed);
             for (l, v) in &p.report.pass_at_1_by_level {
-                m.insert(format!("eval/pass@1/level{l}"), *v);
+                m.insert(format!("eval/pass@1/{l}"), *v);
             }
             if let Err(e) = eval_log.log(p.step, &m) {
                 eval_err.get_or_insert(e);
@@ -271,7 +271,7 @@ fn print_summary(cfg: &RunConfig, s: &RunSummary, plot: &Path) {
     println!("held-out pass@{}:        {:.3} -> {:.3}", s.last.k, s.initial.pass_at_k, s.last.pass_at_k);
     for (l, v) in &s.last.pass_at_1_by_level {
         let before = s.initial.pass_at_1_by_level.get(l).copied().unwrap_or(f64::NAN);
-        println!("  level {l} pass@1:        {before:.3} -> {v:.3}");
+        println!("  {l:<14} pass@1: {before:.3} -> {v:.3}");
     }
     println!(
         "rollouts used:          {} (training {}, selection {})",

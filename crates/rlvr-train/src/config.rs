@@ -116,6 +116,12 @@ impl RunConfig {
         if self.task.eval_prompts == 0 {
             return Err(invalid("task.eval_prompts", 0, "need at least one held-out prompt"));
         }
+        for (j, m) in self.task.mix.iter().enumerate() {
+            m.pool.check()?;
+            if m.train_prompts + m.eval_prompts == 0 {
+                return Err(invalid(&format!("task.mix[{j}].train_prompts"), 0, "a mixed pool needs some prompts"));
+            }
+        }
         if self.task.eval_seed == self.task.pool.seed {
             return Err(invalid("task.eval_seed", self.task.eval_seed, "must differ from task.pool.seed (held out)"));
         }
@@ -153,6 +159,9 @@ pub struct TaskConfig {
     pub eval_seed: u64,
     /// Rewards: 1 correct, 0.1 well-formed but wrong, 0 malformed (TinyZero, as in the papers).
     pub rewards: RewardParams,
+    /// More pools mixed in (another family, other levels): their prompts follow `pool`'s in
+    /// both the training and the held-out set, and all are disjoint from each other.
+    pub mix: Vec<MixedPool>,
 }
 
 impl Default for TaskConfig {
@@ -163,7 +172,28 @@ impl Default for TaskConfig {
             eval_prompts: 512,
             eval_seed: 1_000_003,
             rewards: RewardParams::default(),
+            mix: Vec::new(),
         }
+    }
+}
+
+/// A pool mixed into the task set ([`TaskConfig::mix`]): its generator parameters and how many
+/// of its prompts go to training and to the held-out set. Its held-out prompts are drawn from
+/// `derive_seed(task.eval_seed, j + 1)` for the `j`-th mixed pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MixedPool {
+    /// Family, levels and generator parameters.
+    pub pool: PoolParams,
+    /// Training prompts from this pool.
+    pub train_prompts: usize,
+    /// Held-out prompts from this pool.
+    pub eval_prompts: usize,
+}
+
+impl Default for MixedPool {
+    fn default() -> Self {
+        Self { pool: PoolParams::new(Family::Arithmetic, 0), train_prompts: 0, eval_prompts: 0 }
     }
 }
 

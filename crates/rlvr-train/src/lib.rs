@@ -51,7 +51,7 @@ pub mod sft;
 mod tasks;
 mod trainer;
 
-pub use config::{EvalConfig, RlConfig, RunConfig, SelectorConfig, SftConfig, TaskConfig};
+pub use config::{EvalConfig, MixedPool, RlConfig, RunConfig, SelectorConfig, SftConfig, TaskConfig};
 pub use error::{Result, TrainError};
 pub use eval::{pass_at_k, EvalReport};
 pub use rollout::{GroupSampling, RolloutGroup, RolloutTimes};

@@ -48,6 +48,12 @@ impl PoolSide {
     pub fn level(&self, index: usize) -> Option<usize> {
         self.pool.prompts().get(index).map(|p| p.level)
     }
+
+    /// `"<family>/<level>"` of the prompt at `index` (`"countdown/2"`, `"arithmetic/1"`): the
+    /// key of per-level figures.
+    pub fn level_label(&self, index: usize) -> Option<String> {
+        self.pool.prompts().get(index).map(|p| level_label(p))
+    }
 }
 
 /// Training pool (ids `0..n`, which are also indices) and held-out pool, disjoint by
@@ -75,14 +81,38 @@ impl TaskSet {
     /// two pools ask a level for more distinct prompts than it can produce.
     pub fn new(cfg: &TaskConfig) -> Result<Self> {
         let tokenizer = CharTokenizer::new();
-        let train_params = cfg.pool.clone().first_id(0);
-        let eval_params = cfg.pool.clone().first_id(0).seed(cfg.eval_seed);
-        let mut pools = PromptPool::generate_disjoint(&[
-            PoolRequest { name: "held-out", params: &eval_params, n: cfg.eval_prompts },
-            PoolRequest { name: "train", params: &train_params, n: cfg.train_prompts },
-        ])?;
-        let train = pools.pop().unwrap_or_default();
-        let eval = pools.pop().unwrap_or_default();
+        // (params, train n, held-out params, held-out n) of the primary pool and each mixed one.
+        let mut parts = vec![(
+            cfg.pool.clone().first_id(0),
+            cfg.train_prompts,
+            cfg.pool.clone().first_id(0).seed(cfg.eval_seed),
+            cfg.eval_prompts,
+        )];
+        for (j, m) in cfg.mix.iter().enumerate() {
+            let eval_seed = rl_core::derive_seed(cfg.eval_seed, j as u64 + 1);
+            parts.push((
+                m.pool.clone().first_id(0),
+                m.train_prompts,
+                m.pool.clone().first_id(0).seed(eval_seed),
+                m.eval_prompts,
+            ));
+        }
+        // Every held-out pool first (unbiased samples of their generators), then the training ones.
+        let mut requests: Vec<PoolRequest<'_>> =
+            parts.iter().map(|(_, _, e, n)| PoolRequest { name: "held-out", params: e, n: *n }).collect();
+        requests.extend(parts.iter().map(|(t, n, _, _)| PoolRequest { name: "train", params: t, n: *n }));
+        let pools = PromptPool::generate_disjoint(&requests)?;
+        let (evals, trains) = pools.split_at(parts.len());
+        let concat = |ps: &[PromptPool]| {
+            PromptPool::from_prompts(
+                ps.iter()
+                    .flat_map(|p| p.iter().cloned())
+                    .enumerate()
+                    .map(|(i, p)| rlvr_tasks::Prompt { id: i as u64, ..p })
+                    .collect(),
+            )
+        };
+        let (train, eval) = (concat(trains), concat(evals));
         Ok(Self {
             train: PoolSide::new(train, &tokenizer)?,
             eval: PoolSide::new(eval, &tokenizer)?,
@@ -172,4 +202,13 @@ impl TaskSet {
             })
             .collect()
     }
+}
+
+/// `"<family>/<level>"` of a prompt.
+pub(crate) fn level_label(p: &rlvr_tasks::Prompt) -> String {
+    let family = match p.task.family() {
+        rlvr_tasks::Family::Countdown => "countdown",
+        rlvr_tasks::Family::Arithmetic => "arithmetic",
+    };
+    format!("{family}/{}", p.level)
 }

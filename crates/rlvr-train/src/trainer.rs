@@ -2,15 +2,18 @@
 //! the loss, step the optimizer, feed the outcomes back to the selector.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::Instant;
 
 use rand::seq::SliceRandom;
 use rand::RngCore;
+use rl_core::Params;
 use rl_core::{derive_seed_named, rng_from_seed, Metrics, SeededRng};
 use rl_lm::{LogProbOptions, SamplingParams, SequenceBatch, TransformerLm};
+use rl_nn::{Adam, AdamParams, LoadMode};
 use rlvr_core::LossConfig;
 use rlvr_replay::tensor::TensorBatch;
-use rlvr_replay::{FilledBatch, GroupReplayBuffer, ReplayParams, Shortfall};
+use rlvr_replay::{FilledBatch, GroupReplayBuffer, ReplayCheckpoint, ReplayParams, Shortfall};
 use rlvr_select::embed::{EmbedParams, HashedNgramEmbedder};
 use rlvr_select::neural::{Gps, Mpts, Pdts};
 use rlvr_select::{
@@ -19,7 +22,6 @@ use rlvr_select::{
 };
 use rlvr_tasks::CharTokenizer;
 use serde::{Deserialize, Serialize};
-use tch::nn::{Optimizer, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
 use crate::config::{RunConfig, SelectorConfig};
@@ -232,7 +234,7 @@ pub struct Trainer {
     selector: Box<dyn Selector + Send>,
     source: EpochWindow,
     buffer: GroupReplayBuffer,
-    opt: Optimizer,
+    opt: Adam,
     sampling: SamplingParams,
     rollout_rng: SeededRng,
     select_rng: SeededRng,
@@ -246,7 +248,68 @@ pub struct Trainer {
     trained_effective: u64,
     time: TimeSplit,
     warm_start_seconds: f64,
+    warm_started: bool,
     curve: Vec<EvalPoint>,
+}
+
+/// Kind and format version of a trainer checkpoint directory (`state.json`).
+const CHECKPOINT_KIND: &str = "rlvr_train";
+const CHECKPOINT_VERSION: u32 = 1;
+
+/// Everything of a [`Trainer`] that is not a tensor: what `state.json` holds.
+#[derive(Serialize, Deserialize)]
+struct TrainerState {
+    config: RunConfig,
+    selector: String,
+    selector_state: serde_json::Value,
+    source: EpochWindow,
+    replay: ReplayCheckpoint,
+    rollout_rng: SeededRng,
+    select_rng: SeededRng,
+    eval_rng: SeededRng,
+    ppo_rng: SeededRng,
+    step: u64,
+    counts: RolloutCounts,
+    generated_groups: u64,
+    generated_effective: u64,
+    trained_groups: u64,
+    trained_effective: u64,
+    time: TimeSplit,
+    warm_start_seconds: f64,
+    warm_started: bool,
+    curve: Vec<EvalPoint>,
+}
+
+/// The config with the fields a resumed run may change (`rl.steps`, `rl.rollout_budget`,
+/// `device`) reset, as JSON, for comparing a checkpoint's config with a trainer's.
+fn resumable_view(cfg: &RunConfig) -> Result<serde_json::Value> {
+    let mut c = cfg.clone();
+    c.rl.steps = 0;
+    c.rl.rollout_budget = None;
+    c.device = String::new();
+    Ok(serde_json::to_value(&c)?)
+}
+
+/// The dotted path of the first field where `a` and `b` differ.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
+            for (k, va) in x {
+                let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                match y.get(k) {
+                    Some(vb) => {
+                        if let Some(p) = first_difference(va, vb, &path) {
+                            return Some(p);
+                        }
+                    }
+                    None => return Some(path),
+                }
+            }
+            y.keys().find(|k| !x.contains_key(*k)).map(|k| if at.is_empty() { k.clone() } else { format!("{at}.{k}") })
+        }
+        _ if a == b => None,
+        _ => Some(if at.is_empty() { "(root)".into() } else { at.to_string() }),
+    }
 }
 
 impl std::fmt::Debug for Trainer {
@@ -348,8 +411,9 @@ impl TrainerBuilder {
             Some(lm) => lm,
             None => {
                 let device = device_of(&cfg)?;
-                rl_nn::seed_torch(derive_seed_named(cfg.seed, "model"));
-                TransformerLm::new(&cfg.model, device)?
+                // The model's own stream: never libtorch's global generator.
+                let mut rng = rng_from_seed(derive_seed_named(cfg.seed, "model"));
+                TransformerLm::new(&cfg.model, device, &mut rng)?
             }
         };
         let (selector, source) = match selector {
@@ -364,7 +428,10 @@ impl TrainerBuilder {
         };
         let buffer = GroupReplayBuffer::new(replay)?;
         let loss = cfg.loss.check()?;
-        let opt = tch::nn::Adam::default().build(lm.var_store(), cfg.rl.lr)?;
+        let opt = Adam::for_var_store(
+            AdamParams::default().lr(cfg.rl.lr).max_grad_norm(cfg.rl.grad_clip).check()?,
+            lm.var_store(),
+        )?;
         let sampling = sampling_params(cfg.rl.max_new_tokens, cfg.rl.temperature, cfg.rl.top_p);
         Ok(Trainer {
             rollout_rng: rng_from_seed(derive_seed_named(cfg.seed, "rollout")),
@@ -388,6 +455,7 @@ impl TrainerBuilder {
             trained_effective: 0,
             time: TimeSplit::default(),
             warm_start_seconds: 0.0,
+            warm_started: false,
             curve: Vec::new(),
         })
     }
@@ -460,7 +528,125 @@ impl Trainer {
             warm_start(&mut self.lm, &self.tasks, &self.cfg.sft, &mut rng, on_step)?
         };
         self.warm_start_seconds += t0.elapsed().as_secs_f64();
+        self.warm_started = true;
         Ok(out)
+    }
+
+    /// Whether [`warm_start`](Self::warm_start) ran (or a checkpoint taken after it was loaded).
+    pub fn warm_started(&self) -> bool {
+        self.warm_started
+    }
+
+    /// Writes the whole trainer into the checkpoint directory `dir` (replaced atomically):
+    /// `state.json` with the config, the selector's and the replay buffer's state, the
+    /// candidate window, every random stream, the counters and the accuracy curve, and
+    /// `tensors.safetensors` with the policy's weights (`model.*`) and Adam's moments and step
+    /// counts (`optim.*`). [`load_checkpoint`](Self::load_checkpoint) into a trainer built the
+    /// same way continues bit-identically on CPU.
+    ///
+    /// # Errors
+    /// The selector's serialisation, I/O and libtorch failures.
+    pub fn save_checkpoint(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let state = TrainerState {
+            config: self.cfg.clone(),
+            selector: self.selector.name().to_string(),
+            selector_state: self.selector.save_state()?,
+            source: self.source.clone(),
+            replay: self.buffer.checkpoint(),
+            rollout_rng: self.rollout_rng.clone(),
+            select_rng: self.select_rng.clone(),
+            eval_rng: self.eval_rng.clone(),
+            ppo_rng: self.ppo_rng.clone(),
+            step: self.step,
+            counts: self.counts,
+            generated_groups: self.generated_groups,
+            generated_effective: self.generated_effective,
+            trained_groups: self.trained_groups,
+            trained_effective: self.trained_effective,
+            time: self.time,
+            warm_start_seconds: self.warm_start_seconds,
+            warm_started: self.warm_started,
+            curve: self.curve.clone(),
+        };
+        let mut tensors = rl_nn::checkpoint::var_store_tensors(self.lm.var_store(), "model.");
+        tensors.extend(self.opt.state_tensors("optim.")?);
+        rl_nn::checkpoint::save_dir(dir, CHECKPOINT_KIND, CHECKPOINT_VERSION, &state, &tensors)?;
+        Ok(())
+    }
+
+    /// The config a checkpoint directory was written with (what [`Trainer::resume`] builds).
+    ///
+    /// # Errors
+    /// A missing, corrupt or foreign checkpoint (typed `rl-nn` errors naming the file).
+    pub fn checkpoint_config(dir: impl AsRef<Path>) -> Result<RunConfig> {
+        let ck = rl_nn::checkpoint::load_dir::<TrainerState>(dir, CHECKPOINT_KIND, CHECKPOINT_VERSION)?;
+        Ok(ck.state.config)
+    }
+
+    /// Builds the trainer a checkpoint was written by (from its config) and loads it.
+    /// Trainers made with [`Trainer::builder`] (your own selector, tasks or policy) are built
+    /// the same way again and then [`load_checkpoint`](Self::load_checkpoint)ed.
+    ///
+    /// # Errors
+    /// As [`checkpoint_config`](Self::checkpoint_config), [`Trainer::new`] and
+    /// [`load_checkpoint`](Self::load_checkpoint).
+    pub fn resume(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let mut t = Self::new(Self::checkpoint_config(dir)?)?;
+        t.load_checkpoint(dir)?;
+        Ok(t)
+    }
+
+    /// Restores a checkpoint written by [`save_checkpoint`](Self::save_checkpoint) of a trainer
+    /// with the same config (`rl.steps`, `rl.rollout_budget` and `device` may differ, to
+    /// extend a run) and the same selector. Everything is checked before anything is changed:
+    /// a failed load leaves the trainer as it was.
+    ///
+    /// # Errors
+    /// [`TrainError::Checkpoint`] naming the first config field that differs, another
+    /// selector, or a corrupt replay state; typed `rl-nn` errors for missing, corrupt or
+    /// mismatched tensors; the selector's own state errors.
+    pub fn load_checkpoint(&mut self, dir: impl AsRef<Path>) -> Result<()> {
+        let ck = rl_nn::checkpoint::load_dir::<TrainerState>(dir, CHECKPOINT_KIND, CHECKPOINT_VERSION)?;
+        let (state, tensors, path) = (ck.state, ck.tensors, ck.path);
+        let bad = |reason: String| TrainError::Checkpoint { path: path.clone(), reason };
+        if let Some(field) = first_difference(&resumable_view(&state.config)?, &resumable_view(&self.cfg)?, "") {
+            return Err(bad(format!("written with another config: `{field}` differs")));
+        }
+        if state.selector != self.selector.name() {
+            return Err(bad(format!(
+                "written by selector `{}`, this trainer has `{}`",
+                state.selector,
+                self.selector.name()
+            )));
+        }
+        let buffer = GroupReplayBuffer::restore(state.replay)?;
+        rl_nn::checkpoint::check_map(self.lm.var_store(), &tensors, "model.", LoadMode::Strict, &path)?;
+        self.opt.check_state_tensors(&tensors, "optim.", LoadMode::Strict, &path)?;
+        if let Some(p) = state.curve.iter().find(|p| p.step > state.step) {
+            return Err(bad(format!("evaluation at step {} after the last step {}", p.step, state.step)));
+        }
+        // Checked: now apply, the selector first (it leaves itself unchanged when it refuses).
+        self.selector.load_state(&state.selector_state)?;
+        rl_nn::checkpoint::load_map(self.lm.var_store(), &tensors, "model.", LoadMode::Strict, &path)?;
+        self.opt.load_state_tensors(&tensors, "optim.", LoadMode::Strict, &path)?;
+        self.buffer = buffer;
+        self.source = state.source;
+        self.rollout_rng = state.rollout_rng;
+        self.select_rng = state.select_rng;
+        self.eval_rng = state.eval_rng;
+        self.ppo_rng = state.ppo_rng;
+        self.step = state.step;
+        self.counts = state.counts;
+        self.generated_groups = state.generated_groups;
+        self.generated_effective = state.generated_effective;
+        self.trained_groups = state.trained_groups;
+        self.trained_effective = state.trained_effective;
+        self.time = state.time;
+        self.warm_start_seconds = state.warm_start_seconds;
+        self.warm_started = state.warm_started;
+        self.curve = state.curve;
+        Ok(())
     }
 
     /// Evaluates on the held-out pool and records the point on the accuracy curve.
@@ -706,14 +892,15 @@ impl Trainer {
                 if !out.metrics.loss.is_finite() {
                     return Err(TrainError::NonFinite { what: "loss".into(), step });
                 }
-                self.opt.zero_grad();
+                self.opt.zero_grad()?;
                 out.loss.f_backward()?;
-                let grad_norm = clip_grad_norm(self.lm.var_store().trainable_variables(), self.cfg.rl.grad_clip)?;
+                let grad_norm = grad_norm(&self.lm.var_store().trainable_variables())?;
                 if !grad_norm.is_finite() {
-                    self.opt.zero_grad();
+                    self.opt.zero_grad()?;
                     return Err(TrainError::NonFinite { what: "gradient norm".into(), step });
                 }
-                self.opt.step();
+                // Adam clips the global norm at `rl.grad_clip` (`max_grad_norm`) before stepping.
+                self.opt.step()?;
                 updates.push(UpdateStats { epoch, mini_batch: index, groups: mb.groups, grad_norm, loss: out.metrics });
             }
         }
@@ -809,26 +996,19 @@ impl Trainer {
     }
 }
 
-/// Scales gradients so their global L2 norm is at most `max` (when set); returns the norm
-/// before clipping.
-fn clip_grad_norm(vars: Vec<Tensor>, max: Option<f64>) -> Result<f64> {
+/// The global L2 norm of the gradients of `vars` (0 when none is defined).
+fn grad_norm(vars: &[Tensor]) -> Result<f64> {
     let _g = tch::no_grad_guard();
-    let grads: Vec<Tensor> = vars.iter().map(Tensor::grad).filter(Tensor::defined).collect();
-    if grads.is_empty() {
+    let sq: Vec<Tensor> = vars
+        .iter()
+        .map(Tensor::grad)
+        .filter(Tensor::defined)
+        .map(|g| g.f_pow_tensor_scalar(2.0)?.f_sum(Kind::Float))
+        .collect::<Result<_, tch::TchError>>()?;
+    if sq.is_empty() {
         return Ok(0.0);
     }
-    let sq: Vec<Tensor> =
-        grads.iter().map(|g| g.f_pow_tensor_scalar(2.0)?.f_sum(Kind::Float)).collect::<Result<_, tch::TchError>>()?;
-    let norm = Tensor::f_stack(&sq, 0)?.f_sum(Kind::Float)?.f_sqrt()?.f_double_value(&[])?;
-    if let Some(max) = max {
-        if norm.is_finite() && norm > max {
-            let scale = max / (norm + 1e-6);
-            for mut g in grads {
-                let _ = g.f_mul_scalar_(scale)?;
-            }
-        }
-    }
-    Ok(norm)
+    Ok(Tensor::f_stack(&sq, 0)?.f_sum(Kind::Float)?.f_sqrt()?.f_double_value(&[])?)
 }
 
 /// The hashed character n-gram embedding of every training prompt (feature selectors).

@@ -182,12 +182,16 @@ fn the_builder_takes_a_callers_selector_tasks_and_policy() -> Result<()> {
     }
 
     // Own policy: its weights are the ones trained; a foreign vocabulary is refused.
-    let lm = TransformerLm::new(&c.model.clone().d_model(32), tch::Device::Cpu)?;
+    let lm = TransformerLm::new(&c.model.clone().d_model(32), tch::Device::Cpu, &mut rl_core::rng_from_seed(0))?;
     let want = lm.var_store().variables()["tok_emb.weight"].copy();
     let t = Trainer::builder(c.clone()).policy(lm).build()?;
     ensure!(t.model().var_store().variables()["tok_emb.weight"].equal(&want));
     ensure!(t.config().model.d_model == 32);
-    let foreign = TransformerLm::new(&LmConfig::new(30, 32).d_model(32).n_layers(1), tch::Device::Cpu)?;
+    let foreign = TransformerLm::new(
+        &LmConfig::new(30, 32).d_model(32).n_layers(1),
+        tch::Device::Cpu,
+        &mut rl_core::rng_from_seed(0),
+    )?;
     match Trainer::builder(c).policy(foreign).build() {
         Err(TrainError::InvalidConfig { field, .. }) if field == "policy.vocab_size" => {}
         other => anyhow::bail!("foreign vocabulary accepted: {:?}", other.map(|_| ())),
@@ -364,5 +368,98 @@ fn config_round_trips_through_toml() -> Result<()> {
     ensure!(with_age.replay.as_ref().map(|r| r.max_age) == Some(2));
     let partial = RunConfig::from_toml_str("seed = 9\n[selector]\nkind = \"dynamic_sampling\"\n")?;
     ensure!(partial.seed == 9 && partial.selector == SelectorConfig::DynamicSampling { max_gen_batches: 10 });
+    Ok(())
+}
+
+/// The model is drawn from the run's own stream: two trainers built at once in two threads
+/// from one seed have bit-identical weights (libtorch's global generator would race), and
+/// another seed gives other weights.
+#[test]
+fn trainers_built_concurrently_have_identical_initial_weights() -> Result<()> {
+    let weights = |seed: u64| -> Result<Vec<(String, tch::Tensor)>> {
+        let t = Trainer::new(tiny(seed))?;
+        let mut v: Vec<(String, tch::Tensor)> = t.model().var_store().variables().into_iter().collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(v)
+    };
+    let handles: Vec<_> = (0..4).map(|i| std::thread::spawn(move || weights(if i < 3 { 7 } else { 8 }))).collect();
+    let mut all = Vec::new();
+    for h in handles {
+        all.push(h.join().map_err(|_| anyhow::anyhow!("thread panicked"))??);
+    }
+    for other in &all[1..3] {
+        ensure!(other.len() == all[0].len());
+        for ((na, a), (nb, b)) in all[0].iter().zip(other) {
+            ensure!(na == nb && a.equal(b), "{na} differs between threads");
+        }
+    }
+    ensure!(all[0].iter().zip(&all[3]).any(|((_, a), (_, b))| !a.equal(b)), "seed 8 gave seed 7's weights");
+    Ok(())
+}
+
+/// Every metric of a step but the wall times.
+fn timeless(m: &rl_core::Metrics) -> Vec<(String, f64)> {
+    m.iter().filter(|(k, _)| !k.starts_with("time/")).map(|(k, v)| (k.to_string(), v)).collect()
+}
+
+/// Interrupt a run (DPS + POPO replay, PPO mini-batches) after 4 of 8 steps, save, build a
+/// fresh trainer, load, finish: every step's metrics, every evaluation and the final weights
+/// equal the uninterrupted run's, bit for bit.
+#[test]
+fn an_interrupted_run_resumed_from_its_checkpoint_ends_identically() -> Result<()> {
+    let mut cfg = tiny(2);
+    cfg.rl.steps = 8;
+    cfg.eval.every = 4;
+    cfg.sft.steps = 30;
+
+    let mut a = Trainer::new(cfg.clone())?;
+    a.warm_start(&mut |_, _| {})?;
+    let mut steps_a = Vec::new();
+    let sa = a.run(&mut |r| steps_a.push(timeless(&r.metrics)), &mut |_| {})?;
+
+    let dir = tempfile::tempdir()?;
+    let ckpt = dir.path().join("ckpt");
+    let mut first = cfg.clone();
+    first.rl.steps = 4;
+    let mut b = Trainer::new(first)?;
+    b.warm_start(&mut |_, _| {})?;
+    let mut steps_b = Vec::new();
+    b.run(&mut |r| steps_b.push(timeless(&r.metrics)), &mut |_| {})?;
+    b.save_checkpoint(&ckpt)?;
+    drop(b);
+    let mut b = Trainer::new(cfg.clone())?;
+    ensure!(!b.warm_started());
+    b.load_checkpoint(&ckpt)?;
+    ensure!(b.warm_started() && b.steps_done() == 4);
+    let sb = b.run(&mut |r| steps_b.push(timeless(&r.metrics)), &mut |_| {})?;
+    // The same through Trainer::resume (config from the checkpoint, then extended).
+    let mut c = Trainer::resume(&ckpt)?;
+    ensure!(c.steps_done() == 4 && c.config().rl.steps == 4);
+
+    ensure!(steps_a.len() == 8 && steps_a == steps_b, "per-step metrics differ");
+    ensure!(sa.curve == sb.curve, "evaluations differ: {:?} vs {:?}", sa.curve, sb.curve);
+    ensure!(sa.rollouts == sb.rollouts && sa.generated_effective_ratio == sb.generated_effective_ratio);
+    ensure!(sa.batch_effective_ratio == sb.batch_effective_ratio);
+    let (wa, wb) = (a.model().var_store().variables(), b.model().var_store().variables());
+    ensure!(wa.iter().all(|(k, v)| wb.get(k).is_some_and(|w| w.equal(v))), "final weights differ");
+
+    // A checkpoint of another config or selector is refused and leaves the trainer unchanged.
+    let mut other = cfg.clone();
+    other.rl.lr = 5e-4;
+    let mut t = Trainer::new(other)?;
+    match t.load_checkpoint(&ckpt) {
+        Err(TrainError::Checkpoint { reason, .. }) if reason.contains("rl.lr") => {}
+        r => anyhow::bail!("another config accepted: {:?}", r.map(|_| ())),
+    }
+    ensure!(t.steps_done() == 0 && !t.warm_started());
+    let mut uniform = cfg.clone();
+    uniform.selector = SelectorConfig::Uniform;
+    match Trainer::new(uniform)?.load_checkpoint(&ckpt) {
+        Err(TrainError::Checkpoint { reason, .. }) if reason.contains("selector") => {}
+        r => anyhow::bail!("another selector accepted: {:?}", r.map(|_| ())),
+    }
+    std::fs::write(ckpt.join("tensors.safetensors"), b"truncated")?;
+    ensure!(matches!(c.load_checkpoint(&ckpt), Err(TrainError::Nn(_))));
+    ensure!(c.steps_done() == 4);
     Ok(())
 }
