@@ -43,6 +43,15 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
+	@# an interrupted run resumed from its checkpoint ends with the uninterrupted run's digest
+	@rm -rf target/rlvr-demo-resume && mkdir -p target/rlvr-demo-resume
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --eval-every 10 --steps 20 \
+		--out target/rlvr-demo-resume/full | grep 'run digest' > target/rlvr-demo-resume/full.txt
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --eval-every 10 --steps 10 \
+		--out target/rlvr-demo-resume/part > /dev/null
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --resume target/rlvr-demo-resume/part --steps 20 \
+		| grep 'run digest' > target/rlvr-demo-resume/part.txt
+	cmp target/rlvr-demo-resume/full.txt target/rlvr-demo-resume/part.txt
 
 # The end-to-end RLVR run: warm start, DPS selection, POPO replay (examples/rlvr_demo.rs).
 demo: provision

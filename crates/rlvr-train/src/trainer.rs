@@ -950,9 +950,29 @@ impl Trainer {
         on_step: &mut dyn FnMut(&StepRecord),
         on_eval: &mut dyn FnMut(&EvalPoint),
     ) -> Result<RunSummary> {
+        self.run_checkpointed(on_step, on_eval, None)
+    }
+
+    /// As [`run`](Self::run), and with `checkpoint = Some((dir, every))` also writes a
+    /// [checkpoint](Self::save_checkpoint) to `dir` before the first step, after every
+    /// evaluation at a multiple of `every` steps (`every` a multiple of `eval.every` keeps
+    /// checkpoints on evaluation steps), and at the end. A run killed at any point and
+    /// [resumed](Self::resume) from `dir` ends as the uninterrupted run would.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run); I/O errors writing the checkpoint.
+    pub fn run_checkpointed(
+        &mut self,
+        on_step: &mut dyn FnMut(&StepRecord),
+        on_eval: &mut dyn FnMut(&EvalPoint),
+        checkpoint: Option<(&Path, u64)>,
+    ) -> Result<RunSummary> {
         if self.curve.is_empty() {
             let p = self.evaluate()?;
             on_eval(&p);
+            if let Some((dir, _)) = checkpoint {
+                self.save_checkpoint(dir)?;
+            }
         }
         while !self.done() {
             let rec = self.step()?;
@@ -960,11 +980,19 @@ impl Trainer {
             if self.step % self.cfg.eval.every as u64 == 0 && !self.done() {
                 let p = self.evaluate()?;
                 on_eval(&p);
+                if let Some((dir, every)) = checkpoint {
+                    if self.step % every.max(1) == 0 {
+                        self.save_checkpoint(dir)?;
+                    }
+                }
             }
         }
         if self.curve.last().is_none_or(|p| p.step != self.step) {
             let p = self.evaluate()?;
             on_eval(&p);
+        }
+        if let Some((dir, _)) = checkpoint {
+            self.save_checkpoint(dir)?;
         }
         self.summary()
     }
