@@ -7,8 +7,7 @@ use std::time::Instant;
 
 use rand::seq::SliceRandom;
 use rand::RngCore;
-use rl_core::Params;
-use rl_core::{derive_seed_named, rng_from_seed, Metrics, SeededRng};
+use rl_core::{derive_seed_named, rng_from_seed, Metrics, Params, SeededRng};
 use rl_lm::{LogProbOptions, SamplingParams, SequenceBatch, TransformerLm};
 use rl_nn::{Adam, AdamParams, LoadMode};
 use rlvr_core::LossConfig;
@@ -426,8 +425,8 @@ impl TrainerBuilder {
             // their slot with zero advantages (plain GRPO).
             None => ReplayParams::new(cfg.rl.group_size).max_age(0).shortfall(Shortfall::KeepIneffective),
         };
-        let buffer = GroupReplayBuffer::new(replay)?;
-        let loss = cfg.loss.check()?;
+        let buffer = GroupReplayBuffer::new(replay.check()?)?;
+        let loss = LossConfig::new(cfg.loss.check()?);
         let opt = Adam::for_var_store(
             AdamParams::default().lr(cfg.rl.lr).max_grad_norm(cfg.rl.grad_clip).check()?,
             lm.var_store(),
