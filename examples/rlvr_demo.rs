@@ -371,8 +371,14 @@ fn print_summary(cfg: &RunConfig, s: &RunSummary, plot: &Path) {
         s.rollouts.train,
         s.rollouts.selection
     );
-    println!("effective-sample ratio: {:.3} of generated groups had mixed rewards", s.generated_effective_ratio);
-    println!("                        {:.3} of trained groups had non-zero advantages", s.batch_effective_ratio);
+    println!(
+        "effective-sample ratio: {:.3} of generated groups had right and wrong answers (by outcome; {:.3} had reward variance)",
+        s.generated_mixed_outcome_ratio, s.generated_reward_variance_ratio
+    );
+    println!(
+        "                        {:.3} of trained groups were effective by the run's rule ({})",
+        s.batch_effective_ratio, s.effectiveness
+    );
     let t = s.seconds;
     println!(
         "wall time:              warm start {:.1} s; RL generation {:.1} s, scoring {:.2} s, selection {:.2} s, loss {:.1} s, eval {:.1} s",
@@ -583,11 +589,11 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
     )?;
     writeln!(
         md,
-        "| method | pass@1 before | pass@1 after | pass@{k} after | steps | rollouts | generated effective | batch effective | rollouts to pass@1 {common:.3} (lowest final) | rollouts to {target_name} pass@1{t} |",
+        "| method | pass@1 before | pass@1 after | pass@{k} after | steps | rollouts | generated effective (outcome) | generated with reward variance | batch effective | rollouts to pass@1 {common:.3} (lowest final) | rollouts to {target_name} pass@1{t} |",
         k = base.eval.k,
         t = ds_target.map_or(String::new(), |t| format!(" ({t:.3})"))
     )?;
-    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|")?;
     for ((name, runs), curve) in results.iter().zip(&curves) {
         let col = |f: &dyn Fn(&RunSummary) -> f64| mean_std(&runs.iter().map(f).collect::<Vec<_>>());
         let (b, bs) = col(&|r| r.initial.pass_at_1);
@@ -595,7 +601,8 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
         let (k, ks) = col(&|r| r.last.pass_at_k);
         let (st, _) = col(&|r| r.steps as f64);
         let (ro, _) = col(&|r| r.rollouts.total() as f64);
-        let (ge, _) = col(&|r| r.generated_effective_ratio);
+        let (ge, _) = col(&|r| r.generated_mixed_outcome_ratio);
+        let (gv, _) = col(&|r| r.generated_reward_variance_ratio);
         let (be, _) = col(&|r| r.batch_effective_ratio);
         let reach_common = curve.rollouts_to_reach(common).map_or("not reached".to_string(), |x| format!("{x:.0}"));
         let reach = match ds_target {
@@ -604,7 +611,7 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
         };
         writeln!(
             md,
-            "| {name} | {b:.3} ± {bs:.3} | {p:.3} ± {ps:.3} | {k:.3} ± {ks:.3} | {st:.0} | {ro:.0} | {ge:.2} | {be:.2} | {reach_common} | {reach} |"
+            "| {name} | {b:.3} ± {bs:.3} | {p:.3} ± {ps:.3} | {k:.3} ± {ks:.3} | {st:.0} | {ro:.0} | {ge:.2} | {gv:.2} | {be:.2} | {reach_common} | {reach} |"
         )?;
     }
     writeln!(

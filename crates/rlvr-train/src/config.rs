@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 
 use rl_core::Params;
 use rl_lm::LmConfig;
-use rlvr_core::{DecoupledParams, LossParams};
-use rlvr_replay::ReplayParams;
+use rlvr_core::{DecoupledParams, EffectivenessRule, LossParams};
+use rlvr_replay::{ReplayParams, Shortfall};
 use rlvr_select::neural::{GpsParams, MptsParams, PdtsParams};
 use rlvr_select::{
     DpsParams, DrmParams, FilterParams, GdrmParams, HistoryResamplingParams, MoppsParams, RiskFromRewards,
@@ -50,6 +50,12 @@ pub struct RunConfig {
     /// `ReplayParams`'s), `replay = true` (all defaults) or `replay = false` (off).
     #[serde(with = "replay_setting")]
     pub replay: Option<ReplayParams>,
+    /// Which groups count as effective — in the replay buffer (what POPO replaces, what gets
+    /// zero advantages without replay), in the trainer's metrics and in the summary. Default
+    /// by outcome (some responses right, some wrong; `rlvr_core::EffectivenessRule::Outcome`);
+    /// `{ reward_std = { tol = 1e-6 } }` judges by reward variance instead, which counts an
+    /// all-wrong group mixing the format reward 0.1 with 0 as effective. Metrics report both.
+    pub effectiveness: EffectivenessRule,
     /// The policy loss (any `rlvr-core` loss, aggregation, KL, correction).
     pub loss: LossParams,
     /// Held-out evaluation.
@@ -68,6 +74,7 @@ impl Default for RunConfig {
             rl: RlConfig::default(),
             selector: SelectorConfig::Dps { params: DpsParams::default() },
             replay: Some(ReplayParams::new(RlConfig::default().group_size)),
+            effectiveness: EffectivenessRule::default(),
             loss: LossParams::default().correction(Some(DecoupledParams::default())),
             eval: EvalConfig::default(),
         }
@@ -103,6 +110,17 @@ impl RunConfig {
         toml::to_string_pretty(self).map_err(|e| invalid("config", "(serialise)", &e.to_string()))
     }
 
+    /// The replay parameters the trainer's buffer uses: `replay` (POPO) or, when replay is
+    /// off, a buffer that stores nothing and keeps every group in its slot (ineffective ones
+    /// with zero advantages: plain GRPO); either way with the run's `effectiveness` rule.
+    pub fn replay_params(&self) -> ReplayParams {
+        let base = match &self.replay {
+            Some(r) => r.clone(),
+            None => ReplayParams::new(self.rl.group_size).max_age(0).shortfall(Shortfall::KeepIneffective),
+        };
+        base.effectiveness(self.effectiveness.clone())
+    }
+
     /// Validates every section; the error names the first bad field.
     ///
     /// # Errors
@@ -135,7 +153,15 @@ impl RunConfig {
         self.rl.check()?;
         self.eval.check()?;
         self.loss.check()?;
+        self.effectiveness.validate_at("effectiveness")?;
         if let Some(r) = &self.replay {
+            if r.effectiveness != ReplayParams::default().effectiveness && r.effectiveness != self.effectiveness {
+                return Err(invalid(
+                    "replay.effectiveness",
+                    format!("{:?}", r.effectiveness),
+                    "differs from the run's `effectiveness` (set the rule there: the trainer, the buffer and the metrics use one)",
+                ));
+            }
             r.clone().check()?;
             if r.group_size != self.rl.group_size {
                 return Err(invalid("replay.group_size", r.group_size, "must equal rl.group_size"));

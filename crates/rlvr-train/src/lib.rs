@@ -57,5 +57,6 @@ pub use eval::{pass_at_k, EvalReport};
 pub use rollout::{GroupSampling, RolloutGroup, RolloutTimes};
 pub use tasks::{PoolSide, TaskSet};
 pub use trainer::{
-    device_of, EvalPoint, RolloutCounts, RunSummary, StepRecord, TimeSplit, Trainer, TrainerBuilder, UpdateStats,
+    device_of, EvalPoint, GeneratedGroups, RolloutCounts, RunSummary, StepRecord, TimeSplit, Trainer, TrainerBuilder,
+    UpdateStats,
 };

@@ -10,9 +10,9 @@ use rand::RngCore;
 use rl_core::{derive_seed_named, rng_from_seed, Metrics, Params, SeededRng};
 use rl_lm::{LogProbOptions, SamplingParams, SequenceBatch, TransformerLm};
 use rl_nn::{Adam, AdamParams, LoadMode};
-use rlvr_core::LossConfig;
+use rlvr_core::{EffectivenessRule, LossConfig};
 use rlvr_replay::tensor::TensorBatch;
-use rlvr_replay::{FilledBatch, GroupReplayBuffer, ReplayCheckpoint, ReplayParams, Shortfall};
+use rlvr_replay::{FilledBatch, GroupReplayBuffer, ReplayCheckpoint};
 use rlvr_select::embed::{EmbedParams, HashedNgramEmbedder};
 use rlvr_select::neural::{Gps, Mpts, Pdts};
 use rlvr_select::{
@@ -46,6 +46,40 @@ impl RolloutCounts {
     }
 }
 
+/// Groups generated so far (for the selected prompts and inside selection), by which
+/// definition of "effective" they meet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GeneratedGroups {
+    /// All generated groups.
+    pub groups: u64,
+    /// Effective by the run's rule (`effectiveness`, by outcome unless configured otherwise).
+    pub effective: u64,
+    /// With some correct and some wrong responses.
+    pub mixed_outcome: u64,
+    /// With reward variance (counts shaped partial credit: an all-wrong group mixing 0.1 and 0).
+    pub reward_variance: u64,
+}
+
+impl GeneratedGroups {
+    fn add(&mut self, g: &RolloutGroup, rule: &EffectivenessRule) {
+        self.groups += 1;
+        self.effective += u64::from(g.verdict(rule).is_effective());
+        self.mixed_outcome += u64::from(g.has_mixed_outcome());
+        self.reward_variance += u64::from(g.has_reward_variance());
+    }
+
+    fn merge(&mut self, o: &Self) {
+        self.groups += o.groups;
+        self.effective += o.effective;
+        self.mixed_outcome += o.mixed_outcome;
+        self.reward_variance += o.reward_variance;
+    }
+
+    fn ratio(&self, n: u64) -> f64 {
+        n as f64 / self.groups.max(1) as f64
+    }
+}
+
 /// A held-out evaluation at some point of the run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EvalPoint {
@@ -70,7 +104,8 @@ pub struct StepRecord {
     pub success_rate: f64,
     /// Groups in the trained batch.
     pub batch_groups: usize,
-    /// Groups in the trained batch with reward variance (non-zero advantages).
+    /// Groups in the trained batch that are effective by the run's rule (fresh effective or
+    /// replayed; the others have zero advantages).
     pub batch_effective: usize,
     /// One entry per optimizer step (`ppo_epochs × ppo_mini_batches`, fewer when the batch
     /// has fewer groups than mini-batches; empty when nothing was trained), in order.
@@ -131,9 +166,21 @@ pub struct RunSummary {
     pub last: EvalReport,
     /// Every evaluation of the run.
     pub curve: Vec<EvalPoint>,
-    /// Among generated groups (training and selection), the share with reward variance.
+    /// The effectiveness rule of the run (`outcome`, `reward_std`, ...).
+    #[serde(default)]
+    pub effectiveness: String,
+    /// Among generated groups (training and selection), the share effective by the run's rule
+    /// (by outcome by default: some responses right, some wrong — the DPS paper's
+    /// effective-sample ratio).
     pub generated_effective_ratio: f64,
-    /// Among trained groups, the share with reward variance (replay raises it).
+    /// Among generated groups, the share with some right and some wrong responses.
+    #[serde(default)]
+    pub generated_mixed_outcome_ratio: f64,
+    /// Among generated groups, the share with reward variance (includes all-wrong groups that
+    /// mix the format reward 0.1 with 0).
+    #[serde(default)]
+    pub generated_reward_variance_ratio: f64,
+    /// Among trained groups, the share effective by the run's rule (replay raises it).
     pub batch_effective_ratio: f64,
     /// Wall-clock seconds of the RL phase, by part.
     pub seconds: TimeSplit,
@@ -175,8 +222,8 @@ struct PolicyOracle<'a> {
     sampling: &'a SamplingParams,
     generated: HashMap<ItemId, RolloutGroup>,
     spent: u64,
-    effective: u64,
-    groups: u64,
+    counts: GeneratedGroups,
+    rule: &'a EffectivenessRule,
     times: RolloutTimes,
 }
 
@@ -200,8 +247,7 @@ impl RolloutOracle for PolicyOracle<'_> {
         let mut out = Vec::with_capacity(groups.len());
         for g in groups {
             self.spent += g.k() as u64;
-            self.groups += 1;
-            self.effective += u64::from(g.has_reward_variance());
+            self.counts.add(&g, self.rule);
             out.push(Outcome::new(g.index as ItemId, g.success_rewards()));
             self.generated.insert(g.index as ItemId, g);
         }
@@ -241,8 +287,7 @@ pub struct Trainer {
     ppo_rng: SeededRng,
     step: u64,
     counts: RolloutCounts,
-    generated_groups: u64,
-    generated_effective: u64,
+    generated: GeneratedGroups,
     trained_groups: u64,
     trained_effective: u64,
     time: TimeSplit,
@@ -269,8 +314,7 @@ struct TrainerState {
     ppo_rng: SeededRng,
     step: u64,
     counts: RolloutCounts,
-    generated_groups: u64,
-    generated_effective: u64,
+    generated: GeneratedGroups,
     trained_groups: u64,
     trained_effective: u64,
     time: TimeSplit,
@@ -419,12 +463,7 @@ impl TrainerBuilder {
             Some(s) => (s, EpochWindow::new(tasks.train.len(), cfg.rl.candidate_ratio)?),
             None => build_selector(&cfg, &tasks)?,
         };
-        let replay = match &cfg.replay {
-            Some(r) => r.clone(),
-            // No replay: every rolled-out group is trained as it is; ineffective groups keep
-            // their slot with zero advantages (plain GRPO).
-            None => ReplayParams::new(cfg.rl.group_size).max_age(0).shortfall(Shortfall::KeepIneffective),
-        };
+        let replay = cfg.replay_params();
         let buffer = GroupReplayBuffer::new(replay.check()?)?;
         let loss = LossConfig::new(cfg.loss.check()?);
         let opt = Adam::for_var_store(
@@ -448,8 +487,7 @@ impl TrainerBuilder {
             sampling,
             step: 0,
             counts: RolloutCounts::default(),
-            generated_groups: 0,
-            generated_effective: 0,
+            generated: GeneratedGroups::default(),
             trained_groups: 0,
             trained_effective: 0,
             time: TimeSplit::default(),
@@ -558,8 +596,7 @@ impl Trainer {
             ppo_rng: self.ppo_rng.clone(),
             step: self.step,
             counts: self.counts,
-            generated_groups: self.generated_groups,
-            generated_effective: self.generated_effective,
+            generated: self.generated,
             trained_groups: self.trained_groups,
             trained_effective: self.trained_effective,
             time: self.time,
@@ -637,8 +674,7 @@ impl Trainer {
         self.ppo_rng = state.ppo_rng;
         self.step = state.step;
         self.counts = state.counts;
-        self.generated_groups = state.generated_groups;
-        self.generated_effective = state.generated_effective;
+        self.generated = state.generated;
         self.trained_groups = state.trained_groups;
         self.trained_effective = state.trained_effective;
         self.time = state.time;
@@ -686,8 +722,8 @@ impl Trainer {
             sampling: &self.sampling,
             generated: HashMap::new(),
             spent: 0,
-            effective: 0,
-            groups: 0,
+            counts: GeneratedGroups::default(),
+            rule: &self.cfg.effectiveness,
             times: RolloutTimes::default(),
         };
         let selection = self.selector.select(step, candidates, b, &mut oracle, &mut self.select_rng)?;
@@ -695,8 +731,7 @@ impl Trainer {
         let mut times = oracle.times;
         let sel_inner = times.generation + times.scoring;
         let (sel_spent, mut generated) = (oracle.spent, oracle.generated);
-        self.generated_groups += oracle.groups;
-        self.generated_effective += oracle.effective;
+        self.generated.merge(&oracle.counts);
 
         // 2. Rollouts for the selected prompts that selection did not generate.
         let todo: Vec<usize> = selection
@@ -716,8 +751,9 @@ impl Trainer {
         )?;
         self.counts.train += (todo.len() * k) as u64;
         self.counts.selection += sel_spent;
-        self.generated_groups += fresh.len() as u64;
-        self.generated_effective += fresh.iter().filter(|g| g.has_reward_variance()).count() as u64;
+        for g in &fresh {
+            self.generated.add(g, &self.cfg.effectiveness);
+        }
         for g in fresh {
             generated.insert(g.index as ItemId, g);
         }
@@ -735,7 +771,9 @@ impl Trainer {
             .collect::<Result<Vec<_>>>()?;
         let filled = self.buffer.fill(replay_groups, version)?;
         let mut metrics = Metrics::new();
-        let batch_effective = filled.iter().filter(|g| g.advantages().iter().any(|a| a.abs() > 1e-6)).count();
+        // Effective by the buffer's rule (the run's): fresh effective groups and replayed ones.
+        let batch_effective =
+            filled.iter().filter(|g| !matches!(g.origin(), rlvr_replay::Origin::Unfilled { .. })).count();
         let batch_groups = filled.len();
         // Selection weights (GDRM, or a caller's selector) scale the advantages of the groups of
         // the selected prompts; replayed groups keep weight 1.
@@ -777,7 +815,15 @@ impl Trainer {
         let reward_mean = groups.iter().flat_map(|g| g.rewards.iter()).map(|&r| f64::from(r)).sum::<f64>() / n_resp;
         let success_rate = groups.iter().flat_map(|g| g.correct.iter()).filter(|&&c| c).count() as f64 / n_resp;
         let malformed = groups.iter().flat_map(|g| g.malformed.iter()).filter(|&&c| c).count() as f64 / n_resp;
-        let mixed = groups.iter().filter(|g| g.has_reward_variance()).count() as f64 / groups.len().max(1) as f64;
+        let share = |f: &dyn Fn(&RolloutGroup) -> bool| {
+            groups.iter().filter(|g| f(g)).count() as f64 / groups.len().max(1) as f64
+        };
+        let rule = &self.cfg.effectiveness;
+        let (effective, mixed_outcome, variance) = (
+            share(&|g| g.verdict(rule).is_effective()),
+            share(&RolloutGroup::has_mixed_outcome),
+            share(&RolloutGroup::has_reward_variance),
+        );
         let split = TimeSplit {
             generation: times.generation.as_secs_f64(),
             scoring: times.scoring.as_secs_f64(),
@@ -793,7 +839,9 @@ impl Trainer {
         metrics.insert("rollout/reward_mean", reward_mean);
         metrics.insert("rollout/success_rate", success_rate);
         metrics.insert("rollout/malformed", malformed);
-        metrics.insert("rollout/mixed_groups", mixed);
+        metrics.insert("rollout/effective", effective);
+        metrics.insert("rollout/mixed_outcome", mixed_outcome);
+        metrics.insert("rollout/reward_variance", variance);
         metrics.insert("batch/groups", batch_groups as f64);
         metrics.insert("batch/effective_ratio", batch_effective as f64 / batch_groups.max(1) as f64);
         metrics.insert("select/selected", selection.ids.len() as f64);
@@ -1015,7 +1063,10 @@ impl Trainer {
             initial: first.report.clone(),
             last: last.report.clone(),
             curve: self.curve.clone(),
-            generated_effective_ratio: self.generated_effective as f64 / self.generated_groups.max(1) as f64,
+            effectiveness: effectiveness_name(&self.cfg.effectiveness),
+            generated_effective_ratio: self.generated.ratio(self.generated.effective),
+            generated_mixed_outcome_ratio: self.generated.ratio(self.generated.mixed_outcome),
+            generated_reward_variance_ratio: self.generated.ratio(self.generated.reward_variance),
             batch_effective_ratio: self.trained_effective as f64 / self.trained_groups.max(1) as f64,
             seconds: self.time,
             warm_start_seconds: self.warm_start_seconds,
@@ -1099,4 +1150,15 @@ pub fn device_of(cfg: &RunConfig) -> Result<Device> {
         return Ok(rl_nn::default_device()?);
     }
     Ok(rl_nn::parse_device(&cfg.device)?)
+}
+
+/// A short name of an effectiveness rule for reports (`outcome`, `reward_std`, `mean_band`, `all_of`).
+fn effectiveness_name(rule: &EffectivenessRule) -> String {
+    match rule {
+        EffectivenessRule::Outcome { .. } => "outcome",
+        EffectivenessRule::RewardStd { .. } => "reward_std",
+        EffectivenessRule::MeanBand { .. } => "mean_band",
+        EffectivenessRule::AllOf(_) => "all_of",
+    }
+    .to_string()
 }

@@ -463,3 +463,78 @@ fn an_interrupted_run_resumed_from_its_checkpoint_ends_identically() -> Result<(
     ensure!(c.steps_done() == 4);
     Ok(())
 }
+
+/// One definition of "effective": by outcome. An all-wrong group whose rewards vary only by the
+/// format reward (0.1 well-formed, 0 malformed) is ineffective for the trainer's buffer — with
+/// replay it is replaced, without replay it trains with zero advantages — while the reward-
+/// variance alternative, when asked for, counts it.
+#[test]
+fn a_format_only_variance_group_is_ineffective_by_outcome() -> Result<()> {
+    use rlvr_core::{EffectivenessRule, IneffectiveReason, Verdict};
+    use rlvr_replay::{GroupReplayBuffer, Origin, Params};
+    use rlvr_train::RolloutGroup;
+    let k = 8;
+    let group = |index: usize, rewards: Vec<f32>, correct: Vec<bool>| RolloutGroup {
+        index,
+        responses: vec![vec![5, 2]; k],
+        logprobs: vec![vec![-0.5, -0.1]; k],
+        malformed: rewards.iter().map(|&r| r == 0.0).collect(),
+        rewards,
+        correct,
+    };
+    let format_only = group(0, vec![0.1, 0.0, 0.1, 0.0, 0.1, 0.1, 0.0, 0.1], vec![false; k]);
+    let mixed = group(
+        1,
+        vec![1.0, 0.1, 0.0, 0.1, 1.0, 0.1, 0.1, 0.1],
+        vec![true, false, false, false, true, false, false, false],
+    );
+    ensure!(format_only.has_reward_variance() && !format_only.has_mixed_outcome());
+    let cfg = tiny(0);
+    ensure!(cfg.effectiveness == EffectivenessRule::default());
+    ensure!(format_only.verdict(&cfg.effectiveness) == Verdict::Ineffective(IneffectiveReason::AllFailure));
+    ensure!(mixed.verdict(&cfg.effectiveness).is_effective());
+    ensure!(format_only.verdict(&EffectivenessRule::reward_std()).is_effective());
+
+    let prompt = [1i64, 5, 6];
+    for replay in [true, false] {
+        let mut c = tiny(0);
+        if !replay {
+            c.replay = None;
+        }
+        let mut buffer = GroupReplayBuffer::new(c.replay_params().check()?)?;
+        // Step 0 stores the mixed group; at step 1 the format-only group's slot is refilled
+        // (replay) or kept with zero advantages (no replay).
+        buffer.fill(vec![mixed.to_replay_group(&prompt, 0)?], 0)?;
+        let filled = buffer.fill(vec![format_only.to_replay_group(&prompt, 1)?], 1)?;
+        let bg = &filled.groups[0];
+        if replay {
+            ensure!(bg.is_replayed() && bg.group().prompt_id() == 1, "not replaced: {:?}", bg.origin());
+        } else {
+            ensure!(matches!(bg.origin(), Origin::Unfilled { .. }), "{:?}", bg.origin());
+            ensure!(bg.advantages().iter().all(|&a| a == 0.0), "format-only advantages {:?}", bg.advantages());
+        }
+        // The variance alternative trains on it.
+        let mut v = c.clone();
+        v.effectiveness = EffectivenessRule::reward_std();
+        let mut buffer = GroupReplayBuffer::new(v.replay_params().check()?)?;
+        let filled = buffer.fill(vec![format_only.to_replay_group(&prompt, 0)?], 0)?;
+        ensure!(matches!(filled.groups[0].origin(), Origin::Fresh));
+        ensure!(filled.groups[0].advantages().iter().any(|&a| a != 0.0));
+    }
+    // A [replay] table with another rule than the run's is refused, naming the field.
+    let mut c = tiny(0);
+    c.replay = c.replay.map(|r| r.effectiveness(EffectivenessRule::reward_std()));
+    match Trainer::new(c) {
+        Err(TrainError::InvalidConfig { field, .. }) if field == "replay.effectiveness" => {}
+        other => anyhow::bail!("conflicting rules accepted: {:?}", other.map(|_| ())),
+    }
+    // Metrics report both definitions.
+    let mut t = Trainer::new(tiny(2))?;
+    t.warm_start(&mut |_, _| {})?;
+    let rec = t.step()?;
+    for key in ["rollout/effective", "rollout/mixed_outcome", "rollout/reward_variance"] {
+        ensure!(rec.metrics.get(key).is_some(), "missing {key}");
+    }
+    ensure!(rec.metrics.get("rollout/effective") == rec.metrics.get("rollout/mixed_outcome"));
+    Ok(())
+}
