@@ -194,9 +194,9 @@ pub struct TaskConfig {
 impl Default for TaskConfig {
     fn default() -> Self {
         Self {
-            pool: PoolParams::new(Family::Countdown, 0).levels([1, 2, 3, 4]),
-            train_prompts: 2000,
-            eval_prompts: 512,
+            pool: PoolParams::new(Family::Countdown, 0).levels([1, 2]),
+            train_prompts: 1600,
+            eval_prompts: 400,
             eval_seed: 1_000_003,
             rewards: RewardParams::default(),
             mix: Vec::new(),
