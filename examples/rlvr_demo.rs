@@ -354,11 +354,16 @@ fn print_summary(cfg: &RunConfig, s: &RunSummary, plot: &Path) {
     );
     println!(
         "held-out pass@1:        {:.3} -> {:.3}   ({} prompts x {} samples, T = {})",
-        s.initial.pass_at_1, s.last.pass_at_1, cfg.task.eval_prompts, cfg.eval.samples, cfg.eval.temperature
+        s.initial.pass_at_1,
+        s.last.pass_at_1,
+        cfg.task.total_eval_prompts(),
+        cfg.eval.samples,
+        cfg.eval.temperature
     );
     println!(
         "train/held-out overlap: {} of {} held-out prompts are training prompts (by canonical form)",
-        s.held_out_overlap, cfg.task.eval_prompts
+        s.held_out_overlap,
+        cfg.task.total_eval_prompts()
     );
     println!("held-out pass@{}:        {:.3} -> {:.3}", s.last.k, s.initial.pass_at_k, s.last.pass_at_k);
     for (l, v) in &s.last.pass_at_1_by_level {
@@ -585,7 +590,7 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
     writeln!(
         md,
         "Every method runs {budget} from the same warm start per seed; {} seeds; {} held-out prompts × {} samples at T = {}. Mean ± sample std over seeds. Run time: {:.0} s of RL and evaluation summed over the runs (device: {}).\n",
-        a.seeds, base.task.eval_prompts, base.eval.samples, base.eval.temperature, run_seconds, device
+        a.seeds, base.task.total_eval_prompts(), base.eval.samples, base.eval.temperature, run_seconds, device
     )?;
     writeln!(
         md,
@@ -674,13 +679,14 @@ fn main() -> Result<()> {
         None => config_from_args(&a)?,
     };
     let device = frugal_rl::rlvr_train::device_of(&cfg)?;
+    let mut pools = format!("{:?} levels {:?}", cfg.task.pool.family, cfg.task.pool.drawn_levels());
+    for m in &cfg.task.mix {
+        pools.push_str(&format!(" + {:?} levels {:?}", m.pool.family, m.pool.drawn_levels()));
+    }
+    let (train, eval) = (cfg.task.total_train_prompts(), cfg.task.total_eval_prompts());
     println!(
-        "device {} | {:?} levels {:?} | {} train / {} held-out prompts | model {} parameters",
+        "device {} | {pools} | {train} train / {eval} held-out prompts (disjoint) | model {} parameters",
         frugal_rl::nn::device_name(device),
-        cfg.task.pool.family,
-        cfg.task.pool.levels,
-        cfg.task.train_prompts,
-        cfg.task.eval_prompts,
         cfg.model.num_parameters()
     );
     if a.compare {

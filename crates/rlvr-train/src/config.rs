@@ -204,6 +204,18 @@ impl Default for TaskConfig {
     }
 }
 
+impl TaskConfig {
+    /// Training prompts of all pools (`train_prompts` plus the mixed pools').
+    pub fn total_train_prompts(&self) -> usize {
+        self.train_prompts + self.mix.iter().map(|m| m.train_prompts).sum::<usize>()
+    }
+
+    /// Held-out prompts of all pools.
+    pub fn total_eval_prompts(&self) -> usize {
+        self.eval_prompts + self.mix.iter().map(|m| m.eval_prompts).sum::<usize>()
+    }
+}
+
 /// A pool mixed into the task set ([`TaskConfig::mix`]): its generator parameters and how many
 /// of its prompts go to training and to the held-out set. Its held-out prompts are drawn from
 /// `derive_seed(task.eval_seed, j + 1)` for the `j`-th mixed pool.
