@@ -52,7 +52,7 @@ impl PoolSide {
     /// `"<family>/<level>"` of the prompt at `index` (`"countdown/2"`, `"arithmetic/1"`): the
     /// key of per-level figures.
     pub fn level_label(&self, index: usize) -> Option<String> {
-        self.pool.prompts().get(index).map(|p| level_label(p))
+        self.pool.prompts().get(index).map(level_label)
     }
 }
 
