@@ -2,6 +2,7 @@
 #   make test   provision what is missing, then run every test of the workspace
 #   make demo   provision, then run the end-to-end RLVR demo in release mode
 #   make lint   rustfmt --check, clippy -D warnings on all targets, rustdoc with warnings denied
+#   make mutants  mutation testing of the crates' core modules (hours; outside CI; docs/testing.md)
 # Provisioning (scripts/provision.sh) installs torch==2.11.0 from PyPI into a venv under
 # $(FRUGAL_CACHE) (default ~/.cache/frugal-rl) once and links it as `.libtorch`; nothing else is
 # needed by hand. `make provision-mujoco` adds mujoco==3.17.0 + gymnasium for the `mujoco` feature
@@ -11,7 +12,7 @@ FRUGAL_CACHE ?= $(HOME)/.cache/frugal-rl
 export FRUGAL_CACHE
 CARGO ?= cargo
 
-.PHONY: all provision provision-mujoco test test-examples demo lint bench clean-cache
+.PHONY: all provision provision-mujoco test test-examples demo lint bench mutants clean-cache
 
 all: test
 
@@ -68,6 +69,28 @@ lint: provision provision-mujoco
 	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay --all-targets --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p rl-envs --no-deps --features mujoco
+
+# Mutation testing (cargo-mutants, installed from crates.io if missing): every crate of
+# MUTANTS_CRATES in MUTANTS_SHARDS shards, one job each, niced; results under target/mutants/
+# and the caught share printed by scripts/mutants_summary.py (figures: docs/testing.md).
+# One crate or shard: `make mutants MUTANTS_CRATES=rl-core MUTANTS_SHARD_LIST="0 1"`.
+MUTANTS_CRATES ?= rl-core rl-nn rlvr-select
+MUTANTS_SHARDS ?= 8
+MUTANTS_SHARD_LIST ?= $(shell seq 0 $$(( $(MUTANTS_SHARDS) - 1 )))
+MUTANTS_TIMEOUT ?= 600
+# the core modules of each crate, and the cargo options its tests run with
+MUTANTS_FILES_rl-core = -f 'crates/rl-core/src/*.rs'
+MUTANTS_FILES_rl-nn = -f 'crates/rl-nn/src/*.rs'
+MUTANTS_FILES_rlvr-select = -f 'crates/rlvr-select/src/*.rs' -e 'crates/rlvr-select/src/sim.rs'
+MUTANTS_OPTS_rlvr-select = --no-default-features
+mutants: provision
+	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
+	@$(foreach c,$(MUTANTS_CRATES),$(foreach k,$(MUTANTS_SHARD_LIST),\
+		echo "== cargo mutants $(c) shard $(k)/$(MUTANTS_SHARDS)"; \
+		LIBTORCH="$(CURDIR)/.libtorch" nice -n 10 $(CARGO) mutants --package $(c) $(MUTANTS_FILES_$(c)) \
+			$(MUTANTS_OPTS_$(c)) --shard $(k)/$(MUTANTS_SHARDS) --jobs 1 --timeout $(MUTANTS_TIMEOUT) \
+			--output target/mutants/$(c)-$(k) >/dev/null || true;))
+	@python3 scripts/mutants_summary.py target/mutants
 
 bench: provision
 	$(CARGO) bench --workspace --features full

@@ -12,9 +12,9 @@
 //! projection = "forward"
 //! ```
 
+use rl_core::Params;
 use std::path::{Path, PathBuf};
 
-use rl_core::Params;
 use rl_lm::LmConfig;
 use rlvr_core::{DecoupledParams, EffectivenessRule, LossParams};
 use rlvr_replay::{ReplayParams, Shortfall};
@@ -553,15 +553,15 @@ impl SelectorConfig {
         match self {
             Self::Uniform | Self::DynamicSampling { .. } | Self::OnlineDifficulty { .. } => Ok(()),
             Self::HistoryResampling { params } => {
-                rlvr_select::HistoryResampling::new(*params)?;
+                rlvr_select::HistoryResampling::new((*params).check()?)?;
                 Ok(())
             }
             Self::Mopps { params } => {
-                rlvr_select::Mopps::new(*params, 1)?;
+                rlvr_select::Mopps::new((*params).check()?, 1)?;
                 Ok(())
             }
             Self::Dps { params } => {
-                rlvr_select::Dps::new(*params, 1)?;
+                rlvr_select::Dps::new((*params).check()?, 1)?;
                 Ok(())
             }
             Self::Gps { params, embed_dim } => {
@@ -571,20 +571,20 @@ impl SelectorConfig {
             }
             Self::Mpts { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                rlvr_select::neural::Mpts::new(*params, *embed_dim)?;
+                rlvr_select::neural::Mpts::new(params.clone().check()?, *embed_dim)?;
                 Ok(())
             }
             Self::Pdts { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                rlvr_select::neural::Pdts::new(*params, *embed_dim)?;
+                rlvr_select::neural::Pdts::new(params.clone().check()?, *embed_dim)?;
                 Ok(())
             }
             Self::Drm { risk_from_rewards } => {
-                rlvr_select::Drm::new(DrmParams { group_size, risk_from_rewards: *risk_from_rewards })?;
+                rlvr_select::Drm::new(DrmParams { group_size, risk_from_rewards: *risk_from_rewards }.check()?)?;
                 Ok(())
             }
             Self::Gdrm { params } => {
-                rlvr_select::Gdrm::new(*params)?;
+                rlvr_select::Gdrm::new((*params).check()?)?;
                 Ok(())
             }
         }

@@ -1091,7 +1091,7 @@ fn grad_norm(vars: &[Tensor]) -> Result<f64> {
 
 /// The hashed character n-gram embedding of every training prompt (feature selectors).
 fn prompt_features(tasks: &TaskSet, dim: usize) -> Result<Vec<f32>> {
-    let embedder = HashedNgramEmbedder::new(EmbedParams { dim, ..EmbedParams::default() })?;
+    let embedder = HashedNgramEmbedder::new(EmbedParams { dim, ..EmbedParams::default() }.check()?);
     let texts: Vec<String> = tasks.train.pool().iter().map(|p| p.text()).collect();
     Ok(embedder.embed_all(&texts))
 }
@@ -1105,38 +1105,38 @@ fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector 
     let window = |r: usize| EpochWindow::new(n, r);
     Ok(match &cfg.selector {
         SelectorConfig::Uniform => (Box::new(Uniform::new()), window(1)?),
-        SelectorConfig::HistoryResampling { params } => (Box::new(HistoryResampling::new(*params)?), window(1)?),
+        SelectorConfig::HistoryResampling { params } => (Box::new(HistoryResampling::new((*params).check()?)?), window(1)?),
         sel @ (SelectorConfig::DynamicSampling { .. } | SelectorConfig::OnlineDifficulty { .. }) => {
             let params =
                 sel.filter_params(k).ok_or_else(|| crate::error::invalid("selector", "filter", "no filter"))?;
             let source = window(params.max_gen_batches.max(1))?;
             let boxed: Box<dyn Selector + Send> = match sel {
-                SelectorConfig::DynamicSampling { .. } => Box::new(DynamicSampling::new(params)?),
-                _ => Box::new(OnlineDifficultyFilter::new(params)?),
+                SelectorConfig::DynamicSampling { .. } => Box::new(DynamicSampling::new(params.check()?)?),
+                _ => Box::new(OnlineDifficultyFilter::new(params.check()?)?),
             };
             (boxed, source)
         }
-        SelectorConfig::Mopps { params } => (Box::new(Mopps::new(*params, n)?), window(ratio)?),
-        SelectorConfig::Dps { params } => (Box::new(Dps::new(*params, n)?), window(ratio)?),
+        SelectorConfig::Mopps { params } => (Box::new(Mopps::new((*params).check()?, n)?), window(ratio)?),
+        SelectorConfig::Dps { params } => (Box::new(Dps::new((*params).check()?, n)?), window(ratio)?),
         SelectorConfig::Gps { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let gps = Gps::new(params.seed(seed), *embed_dim)?.with_feature_table(table.clone())?;
+            let gps = Gps::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(gps), window(ratio)?.with_features(table, *embed_dim)?)
         }
         SelectorConfig::Mpts { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let mpts = Mpts::new(params.seed(seed), *embed_dim)?.with_feature_table(table.clone())?;
+            let mpts = Mpts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(mpts), window(ratio)?.with_features(table, *embed_dim)?)
         }
         SelectorConfig::Pdts { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let pdts = Pdts::new(params.seed(seed), *embed_dim)?.with_feature_table(table.clone())?;
+            let pdts = Pdts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(pdts), window(ratio)?.with_features(table, *embed_dim)?)
         }
         SelectorConfig::Drm { risk_from_rewards } => {
-            (Box::new(Drm::new(DrmParams { group_size: k, risk_from_rewards: *risk_from_rewards })?), window(ratio)?)
+            (Box::new(Drm::new(DrmParams { group_size: k, risk_from_rewards: *risk_from_rewards }.check()?)?), window(ratio)?)
         }
-        SelectorConfig::Gdrm { params } => (Box::new(Gdrm::new(*params)?), window(1)?),
+        SelectorConfig::Gdrm { params } => (Box::new(Gdrm::new((*params).check()?)?), window(1)?),
     })
 }
 
