@@ -48,6 +48,8 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example select_neural -- --n-prompts 200 --steps 20
 	$(CARGO) run --quiet --features full --example embed_trainer
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny
+	$(CARGO) run --quiet --features full --example lare_generate -- --task pendulum --mode replay --model hand-written --n-candidates 1 \
+		--cache crates/lare/llm_cache --out target/lare-tiny/pendulum_encoder.json
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
 	@# an interrupted run resumed from its checkpoint ends with the uninterrupted run's digest
