@@ -45,9 +45,8 @@ fn dps_and_mopps_accessors() -> Res {
     assert_eq!(dps.n_tracked(), 5);
     // P(α) columns sum to 1
     let p = dps.transition_matrix(3)?;
-    for c in 0..3 {
-        assert!((p[0][c] + p[1][c] + p[2][c] - 1.0).abs() < 1e-6);
-    }
+    let col_sums: Vec<f32> = (0..3).map(|c| p.iter().map(|row| row[c]).sum()).collect();
+    assert!(col_sums.iter().all(|s| (s - 1.0).abs() < 1e-6), "{col_sums:?}");
     assert!(matches!(dps.transition_matrix(5), Err(SelectError::UnknownId { id: 5, n_items: 5 })));
     assert!(dps.times_sampled(9).is_err() && dps.alpha(9).is_err() && dps.belief(9).is_err());
 
