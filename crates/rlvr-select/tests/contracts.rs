@@ -92,8 +92,12 @@ fn history_resampling_epochs() -> Res {
     let _ = h.select(3, Candidates::new(&[0, 1, 2]), 2, &mut NoRollouts, &mut rng)?;
     assert_eq!(h.solved_this_epoch(), 0);
     h.observe(3, &[Outcome::from_successes(0, 4, 4)], &mut rng)?;
+    assert_eq!(h.save_state()?["epoch"], 1);
     h.new_epoch();
     assert_eq!(h.solved_this_epoch(), 0);
+    assert_eq!(h.save_state()?["epoch"], 2);
+    h.new_epoch();
+    assert_eq!(h.save_state()?["epoch"], 3);
     // with too few eligible candidates the batch is topped up from the excluded ones
     h.observe(4, &[Outcome::from_successes(0, 4, 4), Outcome::from_successes(1, 4, 4)], &mut rng)?;
     let s = h.select(4, Candidates::new(&[0, 1, 2]), 3, &mut NoRollouts, &mut rng)?;
