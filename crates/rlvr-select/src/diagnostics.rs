@@ -263,8 +263,8 @@ mod tests {
         // step 2: id 0 again (unsolved) and id 2 (partial), 3 rollouts each... groups of 4
         let sel2 = Selection { ids: vec![0, 2], selection_rollouts: 7, ..Selection::default() };
         let p = |m| Prediction { mean: m, std: None, class_probs: None };
-        let st2 = d.record(&sel2, &[o(0, 0), o(2, 1)], Some(&[p(0.9), p(0.1)]));
-        assert!((st2.spearman.unwrap_or(0.0) + 1.0).abs() < 1e-12);
+        let st2 = d.record(&sel2, &[o(0, 0), o(2, 1)], Some(&[p(0.1), p(0.9)]));
+        assert!((st2.spearman.unwrap_or(0.0) - 1.0).abs() < 1e-12);
         // an empty step counts, with esr 0
         let st3 = d.record(&Selection::default(), &[], None);
         assert_eq!((st3.esr, st3.spearman), (0.0, None));
@@ -272,8 +272,10 @@ mod tests {
         assert_eq!((s.steps, s.trained, s.effective), (3, 4, 2));
         assert_eq!((s.selection_rollouts, s.training_rollouts, s.total_rollouts()), (12, 16, 28));
         assert_eq!(s.esr, 0.5);
-        // correlations averaged over the steps where they are defined: (1 + −1) / 2
-        assert!(s.spearman_mean.unwrap_or(1.0).abs() < 1e-12 && s.pearson_mean.unwrap_or(1.0).abs() < 1e-12);
+        // correlations averaged over the steps where they are defined (both +1 here; the
+        // empty step has none)
+        assert!((s.spearman_mean.unwrap_or(0.0) - 1.0).abs() < 1e-12);
+        assert!((s.pearson_mean.unwrap_or(0.0) - 1.0).abs() < 1e-12);
         // selections per prompt: 2, 1, 1
         assert_eq!((s.count_min, s.count_max), (1, 2));
         assert!((s.count_mean - 4.0 / 3.0).abs() < 1e-12);
