@@ -27,13 +27,15 @@ test: provision provision-mujoco
 	@# rl-envs' MuJoCo environments (locomotion, MuJoCo point maze) against their golden rollouts
 	$(CARGO) test -p rl-envs --features mujoco
 	@# the tch-free crates must build and pass without libtorch features
-	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay --no-default-features
+	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay -p aigb --no-default-features
 	@# the facade gives DPS/MoPPS + POPO + every advantage estimator without libtorch
 	$(CARGO) build --no-default-features --features rlvr-select,rlvr-replay
 	@# rl-core, rl-envs, rlvr-core's core, rlvr-replay and the tch-free facade features must not link libtorch
 	@for c in rl-core rl-envs rlvr-replay; do if $(CARGO) tree -p $$c -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "$$c depends on tch"; exit 1; fi; done
 	@if $(CARGO) tree -p rlvr-core --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rlvr-core --no-default-features depends on tch"; exit 1; fi
 	@if $(CARGO) tree --no-default-features --features rlvr-select,rlvr-replay -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "facade rlvr-select,rlvr-replay depends on tch"; exit 1; fi
+	@# aigb's simulator, rule-based bidders, data and evaluation build without libtorch
+	@if $(CARGO) tree -p aigb --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "aigb without default features depends on tch"; exit 1; fi
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
@@ -46,8 +48,23 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example select_neural -- --n-prompts 200 --steps 20
 	$(CARGO) run --quiet --features full --example embed_trainer
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny
+	$(CARGO) run --quiet --features full --example lare_generate -- --task pendulum --mode replay --model hand-written --n-candidates 1 \
+		--cache crates/lare/llm_cache --out target/lare-tiny/pendulum_encoder.json
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
+	@# an interrupted run resumed from its checkpoint ends with the uninterrupted run's digest
+	@rm -rf target/rlvr-demo-resume && mkdir -p target/rlvr-demo-resume
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --eval-every 10 --steps 20 \
+		--out target/rlvr-demo-resume/full | grep 'run digest' > target/rlvr-demo-resume/full.txt
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --eval-every 10 --steps 10 \
+		--out target/rlvr-demo-resume/part > /dev/null
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --resume target/rlvr-demo-resume/part --steps 20 \
+		| grep 'run digest' > target/rlvr-demo-resume/part.txt
+	cmp target/rlvr-demo-resume/full.txt target/rlvr-demo-resume/part.txt
+	$(CARGO) run --quiet --features full --example aigb_simulate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-simulate-tiny
+	$(CARGO) run --quiet --features full --example aigb_generate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-generate-tiny
+	$(CARGO) run --quiet --features full --example aigb_train -- --quiet --data target/aigb-generate-tiny/trajectories.csv --steps 50 --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-train-tiny
+	$(CARGO) run --quiet --features full --example aigb_evaluate -- --quiet --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 0.5,1.0 --slots 0 --out target/aigb-evaluate-tiny
 
 # The end-to-end RLVR run: warm start, DPS selection, POPO replay (examples/rlvr_demo.rs).
 demo: provision
@@ -57,7 +74,7 @@ lint: provision provision-mujoco
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features full -- -D warnings
 	$(CARGO) clippy -p rl-envs --all-targets --features mujoco -- -D warnings
-	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay --all-targets --no-default-features -- -D warnings
+	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay -p aigb --all-targets --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p rl-envs --no-deps --features mujoco
 
