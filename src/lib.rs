@@ -14,6 +14,7 @@
 //! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
 //! | `rlvr-train` | [`rlvr_train`] | the end-to-end RLVR loop: warm start, group rollouts, selection, POPO replay, any loss, held-out pass@k |
 //! | `rl-envs` | [`rl_envs`] | environments matched to gymnasium step for step (classic control, point mazes, particle worlds) and wrappers (tch-free) |
+//! | `rl-agents` | [`rl_agents`] | online SAC, TD3 and PPO with published defaults, replay buffer, fused critic ensembles, training loop, evaluation |
 //! | `mujoco` | [`rl_envs`] | adds MuJoCo locomotion (Hopper, HalfCheetah, Walker2d, Ant) and the MuJoCo point maze (needs `make provision-mujoco`) |
 //! | `full` | | all of the above except `mujoco` |
 //!
@@ -21,6 +22,8 @@
 #![deny(missing_docs)]
 
 pub use rl_core as core;
+#[cfg(feature = "rl-agents")]
+pub use rl_agents;
 #[cfg(feature = "rl-envs")]
 pub use rl_envs;
 #[cfg(feature = "rl-lm")]
