@@ -6,7 +6,7 @@
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BatchSize, Criterion};
-use rlvr_replay::{FlatResponses, Group, GroupReplayBuffer, Priority, ReplayParams};
+use rlvr_replay::{FlatResponses, Group, GroupReplayBuffer, Params, Priority, ReplayParams};
 
 const GROUPS: usize = 512;
 const K: usize = 8;
@@ -31,6 +31,7 @@ fn group(prompt: u64, version: u64, effective: bool) -> Group {
 /// group ineffective).
 fn setup(priority: Priority) -> (GroupReplayBuffer, Vec<Group>) {
     let params = ReplayParams::new(K).capacity_groups(2 * GROUPS).capacity_bytes(1 << 32).priority(priority);
+    let Ok(params) = params.check() else { unreachable!("valid params") };
     let Ok(mut buf) = GroupReplayBuffer::new(params) else { unreachable!("valid params") };
     let first: Vec<Group> = (0..GROUPS as u64).map(|p| group(p, 0, true)).collect();
     if buf.fill(first, 0).is_err() {

@@ -3,8 +3,8 @@
 //! for the memory-bound losses). The PyTorch side-by-side is `benches/rlvr_losses_torch.py`.
 //!
 //! ```text
-//! cargo bench --bench rlvr_losses --features rlvr-core
-//! RLVR_BENCH_THREADS=1 cargo bench --bench rlvr_losses --features rlvr-core
+//! cargo bench --bench rlvr_losses --features rlvr-core-tch
+//! RLVR_BENCH_THREADS=1 cargo bench --bench rlvr_losses --features rlvr-core-tch
 //! ```
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rlvr_core::{
@@ -54,7 +54,7 @@ fn bench(c: &mut Criterion) {
         let mut group = c.benchmark_group(format!("cpu/rlvr_loss/{b}x{t}"));
         group.sample_size(10).warm_up_time(Duration::from_millis(500)).measurement_time(Duration::from_secs(2));
         for (name, params) in losses() {
-            let cfg = params.check().unwrap();
+            let cfg = rlvr_core::LossConfig::new(rlvr_core::Params::check(params).unwrap());
             group.bench_function(name, |bch| {
                 bch.iter(|| {
                     let inputs = LossInputs::new(&logp, &old, &adv, &mask).groups(&groups);

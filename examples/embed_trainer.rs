@@ -13,8 +13,8 @@
 //! 3. a forward pass giving the current log-probs of a batch of responses (`[B, T]`).
 use anyhow::Result;
 use rand::Rng;
-use rl_core::{rng_from_seed, SeededRng};
-use rlvr_core::{DecoupledParams, LossParams, PolicyLoss};
+use rl_core::{rng_from_seed, Params, SeededRng};
+use rlvr_core::{DecoupledParams, LossConfig, LossParams, PolicyLoss};
 use rlvr_replay::tensor::TensorBatch;
 use rlvr_replay::{GroupBuilder, GroupReplayBuffer, ReplayParams};
 use rlvr_select::{CandidateSource, Dps, DpsParams, EpochWindow, NoRollouts, Outcome, Selector};
@@ -60,8 +60,9 @@ fn main() -> Result<()> {
     // frugal-rl: a selector over prompt ids, a candidate source, a replay buffer, a loss.
     let mut selector = Dps::new(DpsParams::default(), n_prompts)?;
     let mut candidates = EpochWindow::new(n_prompts, 4)?;
-    let mut buffer = GroupReplayBuffer::new(ReplayParams::new(K))?;
-    let loss = LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?;
+    let mut buffer = GroupReplayBuffer::new(ReplayParams::new(K).check()?)?;
+    let loss =
+        LossConfig::new(LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?);
 
     for step in 0..80u64 {
         // 1. Choose prompts (DPS predicts which are partially solved; no rollouts spent).

@@ -11,9 +11,9 @@
 use anyhow::Result;
 use rand::Rng;
 use rl_core::seed::{derive_seed_named, rng_from_seed, torch_seed, SeededRng};
-use rlvr_replay::rlvr_core::{token_log_probs, DecoupledParams, LossParams, PolicyLoss};
+use rlvr_replay::rlvr_core::{token_log_probs, DecoupledParams, LossConfig, LossParams, PolicyLoss};
 use rlvr_replay::tensor::TensorBatch;
-use rlvr_replay::{EffectivenessRule, Group, GroupBuilder, GroupReplayBuffer, ReplayParams};
+use rlvr_replay::{EffectivenessRule, Group, GroupBuilder, GroupReplayBuffer, Params, ReplayParams};
 use tch::nn::{self, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
@@ -73,7 +73,9 @@ impl Policy {
         let logp = token_log_probs(&logits.narrow(1, 0, tb.tokens.size()[1]), &tb.tokens)?;
         let old = logp.detach();
         let behave = tb.behaviour_logp_for(&old)?;
-        let cfg = LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?;
+        let cfg = LossConfig::new(
+            LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?,
+        );
         let out = cfg.loss(&tb.loss_inputs(&logp, &old, &behave), &tb.counts()?)?;
         self.opt.zero_grad();
         out.loss.backward();
@@ -99,7 +101,7 @@ fn run(steps: u64, replay: bool, seed: u64) -> Result<(f64, u64)> {
         .capacity_groups(64)
         .max_age(if replay { 2 } else { 0 })
         .effectiveness(EffectivenessRule::Outcome { success_threshold: 1.0 });
-    let mut buffer = GroupReplayBuffer::new(params)?;
+    let mut buffer = GroupReplayBuffer::new(params.check()?)?;
     let mut rollouts = 0;
     println!("{:>4} {:>8} {:>6} {:>7} {:>7} {:>8} {:>7}", "step", "reward", "fill", "replay", "loss", "is_w", "acc");
     for step in 0..steps {

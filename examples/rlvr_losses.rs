@@ -7,13 +7,13 @@
 //! LPO fed with a replayed (off-policy) batch and PPO with POPO's decoupled correction.
 //!
 //! ```text
-//! cargo run --release --example rlvr_losses --features rlvr-core
+//! cargo run --release --example rlvr_losses --features rlvr-core-tch
 //! ```
 use anyhow::Result;
 use rlvr_core::{
-    entropy_from_logits, token_log_probs, AdvantageParams, Aggregation, CispoParams, DecoupledParams, GlobalCounts,
-    GmpoParams, Groups, GspoParams, KlParams, LossInputs, LossParams, LpoParams, PolicyLoss, PpoParams, Projection,
-    SapoParams,
+    entropy_from_logits, token_log_probs, AdvantageConfig, AdvantageParams, Aggregation, CispoParams, ClipCovParams,
+    DecoupledParams, GlobalCounts, GmpoParams, Groups, GspoParams, KlCovParams, KlParams, LossConfig, LossInputs,
+    LossParams, LpoParams, Params, PolicyLoss, PpoParams, Projection, SapoParams,
 };
 use tch::nn::{Adam, OptimizerConfig, VarStore};
 use tch::{Device, Kind, Tensor};
@@ -37,7 +37,7 @@ fn main() -> Result<()> {
     let hits = tokens.eq_tensor(&answer).logical_and(&mask).sum_dim_intlist(1, false, Kind::Int64);
     let rewards: Vec<f64> = Vec::<i64>::try_from(hits)?.into_iter().map(|h| if h >= 2 { 1.0 } else { 0.0 }).collect();
     let groups = Groups::uniform(G as usize, K as usize)?;
-    let adv = AdvantageParams::default().check()?.compute(&rewards, &groups, None)?;
+    let adv = AdvantageConfig::new(AdvantageParams::default().check()?).compute(&rewards, &groups, None)?;
     println!("rewards per group: {:?}", rewards.chunks(K as usize).map(|c| c.iter().sum::<f64>()).collect::<Vec<_>>());
     println!("advantage metrics: {:?}\n", adv.metrics().0);
     let adv_t = adv.to_tensor(dev);
@@ -71,6 +71,8 @@ fn main() -> Result<()> {
             false,
         ),
         ("reinforce / gpg", LossParams::new(PolicyLoss::Reinforce), false),
+        ("clip-cov", LossParams::new(PolicyLoss::ClipCov(ClipCovParams::default())), false),
+        ("kl-cov", LossParams::new(PolicyLoss::KlCov(KlCovParams::default())), false),
         (
             "gmpo",
             LossParams::new(PolicyLoss::Gmpo(GmpoParams::default())).aggregation(Aggregation::SeqMeanTokenMean),
@@ -104,13 +106,16 @@ fn main() -> Result<()> {
     ];
 
     for (name, params, replayed) in cases {
-        let cfg = params.entropy_coef(1e-3).check()?;
+        let cfg = LossConfig::new(params.entropy_coef(1e-3).check()?);
         let mut vs = VarStore::new(dev);
         let table = vs.root().var_copy("logits", &init);
         let mut opt = Adam::default().build(&vs, 0.05)?;
         let (logp, entropy) = logp_of(&table)?;
-        let mut inputs =
-            LossInputs::new(&logp, &old_logp, &adv_t, &mask).reference(&ref_logp).entropy(&entropy).groups(&groups);
+        let mut inputs = LossInputs::new(&logp, &old_logp, &adv_t, &mask)
+            .reference(&ref_logp)
+            .entropy(&entropy)
+            .groups(&groups)
+            .seed(1);
         if replayed {
             inputs = inputs.behaviour(&behave_logp);
         }
@@ -120,8 +125,11 @@ fn main() -> Result<()> {
         opt.step();
         // the same loss after the step (the ratio now moves away from 1)
         let (logp2, entropy2) = logp_of(&table)?;
-        let mut inputs2 =
-            LossInputs::new(&logp2, &old_logp, &adv_t, &mask).reference(&ref_logp).entropy(&entropy2).groups(&groups);
+        let mut inputs2 = LossInputs::new(&logp2, &old_logp, &adv_t, &mask)
+            .reference(&ref_logp)
+            .entropy(&entropy2)
+            .groups(&groups)
+            .seed(2);
         if replayed {
             inputs2 = inputs2.behaviour(&behave_logp);
         }

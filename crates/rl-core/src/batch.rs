@@ -11,20 +11,53 @@ use crate::error::{check_finite, Result, RlCoreError};
 /// `terminal` marks true terminal states (no bootstrap); `timeout` marks time-limit cuts
 /// (bootstrapping is still correct there). Both are `f32` in `{0, 1}` so they can go straight
 /// into tensors.
+///
+/// A `Transitions` is always consistent: every column has `len()` rows, `next_obs` has `obs`'s
+/// width, every value is finite and every flag is 0 or 1. It is built by [`Transitions::empty`]
+/// and [`Transitions::push`], or by [`Transitions::from_columns`], and deserialising runs the
+/// same checks; the columns are read through accessors and taken back by
+/// [`Transitions::into_columns`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "Columns", into = "Columns")]
 pub struct Transitions {
-    /// Observations `[N, obs_dim]`.
-    pub obs: Array2<f32>,
-    /// Actions `[N, act_dim]`.
-    pub action: Array2<f32>,
-    /// Rewards `[N]`.
-    pub reward: Array1<f32>,
-    /// Next observations `[N, obs_dim]`.
-    pub next_obs: Array2<f32>,
-    /// Terminal flags `[N]` (1.0 = terminal).
-    pub terminal: Array1<f32>,
-    /// Time-limit flags `[N]` (1.0 = episode cut by a time limit after this transition).
-    pub timeout: Array1<f32>,
+    obs: Array2<f32>,
+    action: Array2<f32>,
+    reward: Array1<f32>,
+    next_obs: Array2<f32>,
+    terminal: Array1<f32>,
+    timeout: Array1<f32>,
+}
+
+/// The serialised form, checked by `TryFrom`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Columns {
+    obs: Array2<f32>,
+    action: Array2<f32>,
+    reward: Array1<f32>,
+    next_obs: Array2<f32>,
+    terminal: Array1<f32>,
+    timeout: Array1<f32>,
+}
+
+impl TryFrom<Columns> for Transitions {
+    type Error = RlCoreError;
+    fn try_from(c: Columns) -> Result<Self> {
+        Transitions::from_columns(c.obs, c.action, c.reward, c.next_obs, c.terminal, c.timeout)
+    }
+}
+
+impl From<Transitions> for Columns {
+    fn from(t: Transitions) -> Self {
+        Columns {
+            obs: t.obs,
+            action: t.action,
+            reward: t.reward,
+            next_obs: t.next_obs,
+            terminal: t.terminal,
+            timeout: t.timeout,
+        }
+    }
 }
 
 fn mismatch(what: &str, expected: String, got: String) -> RlCoreError {
@@ -44,10 +77,12 @@ impl Transitions {
         }
     }
 
-    /// Builds a batch from columns and validates it (see [`Transitions::validate`]).
+    /// Builds a batch from columns after checking that all columns have `reward.len()` rows,
+    /// `next_obs` matches `obs`, every value is finite and flags are 0 or 1.
     ///
     /// # Errors
-    /// As [`Transitions::validate`].
+    /// [`RlCoreError::ShapeMismatch`] naming the column, [`RlCoreError::NonFinite`], or
+    /// [`RlCoreError::InvalidParameter`] for a flag that is not 0/1.
     pub fn from_columns(
         obs: Array2<f32>,
         action: Array2<f32>,
@@ -59,6 +94,42 @@ impl Transitions {
         let t = Self { obs, action, reward, next_obs, terminal, timeout };
         t.validate()?;
         Ok(t)
+    }
+
+    /// Observations `[N, obs_dim]`.
+    pub fn obs(&self) -> &Array2<f32> {
+        &self.obs
+    }
+
+    /// Actions `[N, act_dim]`.
+    pub fn action(&self) -> &Array2<f32> {
+        &self.action
+    }
+
+    /// Rewards `[N]`.
+    pub fn reward(&self) -> &Array1<f32> {
+        &self.reward
+    }
+
+    /// Next observations `[N, obs_dim]`.
+    pub fn next_obs(&self) -> &Array2<f32> {
+        &self.next_obs
+    }
+
+    /// Terminal flags `[N]` (1.0 = terminal).
+    pub fn terminal(&self) -> &Array1<f32> {
+        &self.terminal
+    }
+
+    /// Time-limit flags `[N]` (1.0 = episode cut by a time limit after this transition).
+    pub fn timeout(&self) -> &Array1<f32> {
+        &self.timeout
+    }
+
+    /// The columns `(obs, action, reward, next_obs, terminal, timeout)`, by value.
+    #[allow(clippy::type_complexity)]
+    pub fn into_columns(self) -> (Array2<f32>, Array2<f32>, Array1<f32>, Array2<f32>, Array1<f32>, Array1<f32>) {
+        (self.obs, self.action, self.reward, self.next_obs, self.terminal, self.timeout)
     }
 
     /// Number of transitions.
@@ -81,13 +152,7 @@ impl Transitions {
         self.action.ncols()
     }
 
-    /// Checks that all columns have `len()` rows, `next_obs` matches `obs`, every value is finite
-    /// and flags are 0 or 1.
-    ///
-    /// # Errors
-    /// [`RlCoreError::ShapeMismatch`] naming the column, [`RlCoreError::NonFinite`], or
-    /// [`RlCoreError::InvalidParameter`] for a flag that is not 0/1.
-    pub fn validate(&self) -> Result<()> {
+    fn validate(&self) -> Result<()> {
         let n = self.len();
         let rows = [
             ("obs", self.obs.nrows()),
@@ -225,10 +290,24 @@ mod tests {
     fn push_gather_sample() {
         let t = small();
         assert_eq!(t.len(), 4);
-        t.validate().unwrap();
         let g = t.gather(&[3, 0]).unwrap();
-        assert_eq!(g.obs.row(0), array![3.0, 3.0]);
-        assert_eq!(g.terminal, array![0.0, 0.0]);
+        assert_eq!(g.obs().row(0), array![3.0, 3.0]);
+        assert_eq!(g.terminal(), &array![0.0, 0.0]);
+        assert_eq!(g.timeout(), &array![1.0, 0.0]);
+        assert_eq!(g.next_obs().row(0), array![4.0, 3.0]);
+        assert_eq!((g.action()[[0, 0]], g.reward()[0]), (0.5, 1.0));
+        assert_eq!((t.obs_dim(), t.act_dim(), t.is_empty()), (2, 1, false));
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(serde_json::from_str::<Transitions>(&json).unwrap(), t);
+        // a deserialised batch is checked like a built one
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["terminal"]["data"][0] = serde_json::json!(0.5);
+        assert!(serde_json::from_value::<Transitions>(v).is_err());
+        let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["reward"] = serde_json::json!({"v": 1, "dim": [3], "data": [1.0, 1.0, 1.0]});
+        assert!(serde_json::from_value::<Transitions>(v).is_err());
+        let cols = t.clone().into_columns();
+        assert_eq!(Transitions::from_columns(cols.0, cols.1, cols.2, cols.3, cols.4, cols.5).unwrap(), t);
         assert!(t.gather(&[4]).is_err());
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
         assert_eq!(t.sample(16, &mut rng).unwrap().len(), 16);

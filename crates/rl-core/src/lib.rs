@@ -4,7 +4,8 @@
 //! other crate of the workspace shares and what a user can build on without linking libtorch.
 //!
 //! - [`Env`] and [`Policy`]: the environment and policy traits (Gymnasium semantics, object
-//!   safe), with [`Space`] for observation and action spaces and [`rollout_episode`].
+//!   safe), with [`Space`] for observation and action spaces (always valid; matched through
+//!   [`Space::kind`]) and [`rollout_episode`].
 //! - [`Transitions`]: column batches of transitions (obs, action, reward, next_obs, terminal,
 //!   timeout) with validation, sampling and returns-to-go.
 //! - [`EpisodeStats`] / [`EpisodeSummary`]: episode returns and lengths.
@@ -42,7 +43,7 @@ pub use error::{check_finite, check_finite_f64, Result, RlCoreError};
 pub use metrics::{JsonlSink, MemorySink, Metrics, MetricsSink};
 pub use params::{Params, Valid};
 pub use seed::{derive_seed, derive_seed_named, rng_from_seed, SeededRng};
-pub use space::Space;
+pub use space::{Space, SpaceKind};
 
 #[cfg(test)]
 mod autotraits {

@@ -38,20 +38,89 @@ pub fn std_dev(x: &[f64], ddof: usize) -> f64 {
 /// Running mean and variance over a stream of vectors (Chan et al.'s parallel update), as used
 /// for observation normalisation. Starts with `count = epsilon` like the common RL
 /// implementations so the first normalisation does not divide by zero.
+///
+/// Always consistent: `mean` and `var` have the same length, every value is finite, variances
+/// are `>= 0` and the count is finite and `> 0` ([`RunningMeanStd::from_parts`] and
+/// deserialisation check it).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(try_from = "MeanStdParts", into = "MeanStdParts")]
 pub struct RunningMeanStd {
-    /// Per-dimension mean.
-    pub mean: Vec<f64>,
-    /// Per-dimension population variance.
-    pub var: Vec<f64>,
-    /// Effective number of samples seen.
-    pub count: f64,
+    mean: Vec<f64>,
+    var: Vec<f64>,
+    count: f64,
+}
+
+/// The serialised form, checked by `TryFrom`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MeanStdParts {
+    mean: Vec<f64>,
+    var: Vec<f64>,
+    count: f64,
+}
+
+impl TryFrom<MeanStdParts> for RunningMeanStd {
+    type Error = RlCoreError;
+    fn try_from(p: MeanStdParts) -> Result<Self> {
+        RunningMeanStd::from_parts(p.mean, p.var, p.count)
+    }
+}
+
+impl From<RunningMeanStd> for MeanStdParts {
+    fn from(r: RunningMeanStd) -> Self {
+        MeanStdParts { mean: r.mean, var: r.var, count: r.count }
+    }
 }
 
 impl RunningMeanStd {
     /// A tracker of `dim` dimensions, mean 0, variance 1 and count `1e-4`.
     pub fn new(dim: usize) -> Self {
         Self { mean: vec![0.0; dim], var: vec![1.0; dim], count: 1e-4 }
+    }
+
+    /// A tracker with the given statistics (e.g. restored from a snapshot).
+    ///
+    /// # Errors
+    /// [`RlCoreError::ShapeMismatch`] when the lengths differ, [`RlCoreError::NonFinite`] for a
+    /// non-finite mean or variance, [`RlCoreError::InvalidParameter`] for a negative variance or
+    /// a count that is not finite and `> 0`.
+    pub fn from_parts(mean: Vec<f64>, var: Vec<f64>, count: f64) -> Result<Self> {
+        if mean.len() != var.len() {
+            return Err(RlCoreError::ShapeMismatch {
+                what: "var".into(),
+                expected: format!("[{}] (= mean)", mean.len()),
+                got: format!("[{}]", var.len()),
+            });
+        }
+        check_finite_f64("mean", &mean)?;
+        check_finite_f64("var", &var)?;
+        if let Some((i, v)) = var.iter().enumerate().find(|(_, v)| **v < 0.0) {
+            return Err(RlCoreError::invalid(format!("var[{i}]"), v, "variances must be >= 0"));
+        }
+        if !(count.is_finite() && count > 0.0) {
+            return Err(RlCoreError::invalid("count", count, "must be finite and > 0"));
+        }
+        Ok(Self { mean, var, count })
+    }
+
+    /// Per-dimension mean.
+    pub fn mean(&self) -> &[f64] {
+        &self.mean
+    }
+
+    /// Per-dimension population variance.
+    pub fn var(&self) -> &[f64] {
+        &self.var
+    }
+
+    /// Effective number of samples seen (including the prior count).
+    pub fn count(&self) -> f64 {
+        self.count
+    }
+
+    /// Number of dimensions.
+    pub fn dim(&self) -> usize {
+        self.mean.len()
     }
 
     /// Folds in a batch of rows (each of length `dim`).
@@ -250,6 +319,30 @@ mod tests {
         assert!(r.update(&[vec![1.0]]).is_err());
         assert!(r.update(&[vec![1.0, f64::NAN]]).is_err());
         assert_eq!(r, before);
+        r.update(&[vec![1.0, 3.0]]).unwrap();
+        assert_eq!((r.dim(), r.count()), (2, 1.0001));
+        // from_parts and serde check every invariant
+        let json = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<RunningMeanStd>(&json).unwrap(), r);
+        for bad in [
+            r#"{"mean":[0.0],"var":[1.0,1.0],"count":1.0}"#,
+            r#"{"mean":[0.0],"var":[-1.0],"count":1.0}"#,
+            r#"{"mean":[0.0],"var":[1.0],"count":0.0}"#,
+            r#"{"mean":[0.0],"var":[1.0],"count":1.0,"extra":1}"#,
+        ] {
+            assert!(serde_json::from_str::<RunningMeanStd>(bad).is_err(), "{bad}");
+        }
+        assert!(matches!(
+            RunningMeanStd::from_parts(vec![f64::NAN], vec![1.0], 1.0),
+            Err(RlCoreError::NonFinite { .. })
+        ));
+        assert!(matches!(
+            RunningMeanStd::from_parts(vec![0.0], vec![1.0], f64::INFINITY),
+            Err(RlCoreError::InvalidParameter { .. })
+        ));
+        let p = RunningMeanStd::from_parts(vec![1.0, -1.0], vec![3.0, 0.0], 3.0).unwrap();
+        assert_eq!(p.normalize(&[3.0, -1.0], 1.0), vec![1.0, 0.0]);
+        assert_eq!((p.mean(), p.var()), (&[1.0, -1.0][..], &[3.0, 0.0][..]));
     }
 
     proptest! {
@@ -267,8 +360,8 @@ mod tests {
                 let tot = c0 + n;
                 let want_mean = n * m / tot;
                 let want_var = (c0 + n * v + m * m * c0 * n / tot) / tot;
-                prop_assert!((r.mean[d] - want_mean).abs() <= 1e-9 * (1.0 + want_mean.abs()));
-                prop_assert!((r.var[d] - want_var).abs() <= 1e-9 * (1.0 + want_var));
+                prop_assert!((r.mean()[d] - want_mean).abs() <= 1e-9 * (1.0 + want_mean.abs()));
+                prop_assert!((r.var()[d] - want_var).abs() <= 1e-9 * (1.0 + want_var));
             }
         }
 

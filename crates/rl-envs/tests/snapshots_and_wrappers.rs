@@ -246,12 +246,12 @@ fn normalize_observation_tracks_and_freezes() {
     for d in 0..3 {
         let m: f64 = seen.iter().map(|z| f64::from(z[d])).sum::<f64>() / n;
         let v: f64 = seen.iter().map(|z| (f64::from(z[d]) - m).powi(2)).sum::<f64>() / n;
-        assert!((stats.mean[d] - m).abs() < 1e-6 && (stats.var[d] - v).abs() < 1e-5 * v.max(1.0), "dim {d}");
+        assert!((stats.mean()[d] - m).abs() < 1e-6 && (stats.var()[d] - v).abs() < 1e-5 * v.max(1.0), "dim {d}");
     }
     let x = seen.last().unwrap();
     // the last returned observation is the normalised raw one (last step was not a reset)
     for d in 0..3 {
-        let want = ((f64::from(x[d]) - stats.mean[d]) / (stats.var[d] + 1e-8).sqrt()).clamp(-10.0, 10.0);
+        let want = ((f64::from(x[d]) - stats.mean()[d]) / (stats.var()[d] + 1e-8).sqrt()).clamp(-10.0, 10.0);
         assert!((f64::from(last[d]) - want).abs() < 1e-5, "dim {d}: {} vs {want}", last[d]);
     }
     env.set_training(false);

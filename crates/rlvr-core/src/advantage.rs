@@ -1,8 +1,10 @@
 //! Outcome-reward advantage estimators (tch-free, f64).
 //!
 //! Every estimator maps the outcome rewards `R` of a batch (one scalar per sequence), its
-//! [`Groups`] and, where needed, response lengths to one advantage per sequence. Broadcast it
-//! over the response tokens with [`Advantages::to_tensor`].
+//! [`Groups`] and, where needed, response lengths or baselines to one advantage per sequence.
+//! Broadcast it over the response tokens with `Advantages::to_tensor` (feature `tch`). The
+//! token-level estimators (GAE, REINFORCE++ with γ ≠ 1, ReMax returns) are in
+//! [`crate::token`].
 //!
 //! | estimator | formula | reference |
 //! |---|---|---|
@@ -15,24 +17,38 @@
 //! | [`AdvantageEstimator::PassK`] | best response: `A = r_max − r_2nd` (`/(σ_G+eps)`), others 0 | verl `grpo_passk` |
 //! | [`AdvantageEstimator::Opo`] | `A = R − Σ_j |y_j| R_j / Σ_j |y_j|` | verl `opo` |
 //! | [`AdvantageEstimator::BatchStd`] | `A = (R − μ_G)/(σ_B + eps)`, eps `1e-4` | TRL `scale_rewards="batch"` |
+//! | [`AdvantageEstimator::ReMax`] | `A = R − R_greedy` (a baseline per sequence) | verl `remax` |
+//! | [`AdvantageEstimator::Gpg`] | `A = α (R − μ_G)/f_norm`, `α = B / #{R ≠ 0}` | verl `gpg` |
 //!
 //! `whiten_B` is verl's `masked_whiten` over the response tokens of the whole batch: every
 //! sequence's value is repeated `|y_i|` times (outcome reward, γ = 1), so the mean and the
 //! Bessel variance are length-weighted; `whiten(x) = (x − mean)/sqrt(var + eps)`, eps `1e-8`.
 //! Without lengths every sequence has weight 1.
 //!
-//! Groups that are not effective ([`GroupKind`] other than `Mixed`) get `A = 0` exactly when
-//! [`AdvantageParams::zero_ineffective`] is set (default), before any batch whitening. On an
-//! exactly constant group every group-relative estimator gives 0 anyway, so this changes
-//! nothing for verl parity; it removes the phantom advantages of fp noise and of shaped
-//! rewards under an outcome gate. REINFORCE++ (no baseline) ignores groups entirely. Singleton groups are an error unless
-//! [`SingletonGroups::Zero`] is chosen (verl would give `A = R` for GRPO: `μ = 0`, `σ = 1`).
+//! **Ineffective groups.** Each group gets a [`Verdict`](crate::Verdict) from
+//! [`AdvantageParams::effectiveness`] (default: by outcome, see [`EffectivenessRule`]). With
+//! [`AdvantageParams::zero_ineffective`] (default) an ineffective group's centred rewards are set
+//! to exactly 0 *before* any batch-level step. For the group estimators that is its final
+//! advantage. The two batch-whitened estimators differ: REINFORCE++ ignores groups entirely,
+//! and REINFORCE++-baseline whitens the centred values of the whole batch, so an ineffective
+//! group ends at `−mean_B/sqrt(var_B + eps)` like every other zero of the batch (exactly what
+//! verl gives an exactly constant group), not at 0. On an exactly constant group every
+//! group-relative estimator gives 0 anyway, so with binary rewards the zeroing changes nothing
+//! relative to verl; it removes the phantom advantages of shaped rewards (an all-fail group
+//! with format credit `[0, 0.1, 0]`) and of fp noise. Set `zero_ineffective = false` for verl's
+//! numbers on such groups. ReMax compares each sequence with its own baseline and, like
+//! REINFORCE++, ignores groups. Singleton groups are an error unless [`SingletonGroups::Zero`]
+//! is chosen (verl would give `A = R` for GRPO: `μ = 0`, `σ = 1`).
 
+use rl_core::Valid;
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "tch")]
 use tch::{Device, Kind, Tensor};
 
-use crate::error::{check_positive, Result, RlvrCoreError};
-use crate::groups::{group_stats, mean_std, EffectivenessRule, GroupKind, GroupStats, Groups};
+use crate::effectiveness::{EffectivenessRule, IneffectiveReason, ReasonCounts};
+use crate::error::{invalid, Result, RlvrCoreError};
+use crate::groups::{group_stats, GroupStats, Groups};
+use crate::stats::{check_finite_values, mean_std};
 
 /// Which standard deviation GRPO divides by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -45,42 +61,67 @@ pub enum StdKind {
     Population,
 }
 
-/// An outcome-reward advantage estimator. Defaults of each variant are the reference's.
+fn eps_1e6() -> f64 {
+    1e-6
+}
+fn eps_1e8() -> f64 {
+    1e-8
+}
+fn eps_1e4() -> f64 {
+    1e-4
+}
+fn yes() -> bool {
+    true
+}
+fn one() -> f64 {
+    1.0
+}
+
+/// An outcome-reward advantage estimator. Every field has the reference's default, also when
+/// read from a config (`{"kind": "grpo"}` is verl's GRPO).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum AdvantageEstimator {
     /// GRPO: `(R − μ_G)/(σ_G + eps)` (verl `grpo`, eps `1e-6`, Bessel std).
     Grpo {
         /// Added to σ (verl `1e-6`; TRL `1e-4`; OpenRLHF `1e-9`).
+        #[serde(default = "eps_1e6")]
         eps: f64,
         /// Bessel (verl) or population std.
+        #[serde(default)]
         std: StdKind,
     },
     /// Dr.GRPO: `R − μ_G`.
     DrGrpo,
     /// RLOO: `R − mean of the other K−1 rewards = K/(K−1)·(R − μ_G)`.
     Rloo,
-    /// REINFORCE++: batch whitening of `R` (no group baseline).
+    /// REINFORCE++: batch whitening of `R` (no group baseline; γ = 1 — for γ ≠ 1 use
+    /// [`crate::token::reinforce_pp`]).
     ReinforcePlusPlus {
         /// Added to the variance inside the square root (verl `masked_whiten`: `1e-8`).
+        #[serde(default = "eps_1e8")]
         eps: f64,
     },
     /// REINFORCE++-baseline: `R − μ_G`, then batch whitening.
     ReinforcePlusPlusBaseline {
         /// Added to the variance inside the square root (verl: `1e-8`).
+        #[serde(default = "eps_1e8")]
         eps: f64,
     },
     /// MaxRL: `(R − μ_G)/(μ_G + eps)`.
     MaxRl {
         /// Added to `μ_G` (default `1e-6`).
+        #[serde(default = "eps_1e6")]
         eps: f64,
     },
     /// Pass@k (verl `grpo_passk`): only the best response of a group gets
     /// `r_max − r_second`, divided by `σ_G + eps` when `normalize_by_std`.
     PassK {
         /// Divide by the group's Bessel std (verl: `norm_adv_by_std_in_grpo`, default true).
+        #[serde(default = "yes")]
         normalize_by_std: bool,
         /// Added to σ (default `1e-6`).
+        #[serde(default = "eps_1e6")]
         eps: f64,
     },
     /// OPO: `R − Σ_j |y_j| R_j / Σ_j |y_j|` (needs lengths).
@@ -89,7 +130,19 @@ pub enum AdvantageEstimator {
     /// with σ_B the Bessel std of all rewards of the batch.
     BatchStd {
         /// Added to σ_B (TRL `1e-4`).
+        #[serde(default = "eps_1e4")]
         eps: f64,
+    },
+    /// ReMax (Li et al. 2023, arXiv 2310.10505; verl `remax`): `R − b`, with `b` the reward of
+    /// the greedy response to the same prompt (needs baselines, one per sequence).
+    #[serde(rename = "remax")]
+    ReMax,
+    /// GPG (Chu et al. 2025, arXiv 2504.02546; verl `gpg`): `α (R − μ_G)/f_norm` with
+    /// `α = B / max(#{i : R_i ≠ 0}, 1)` over the whole batch.
+    Gpg {
+        /// The normaliser `f_norm` (verl `1.0`).
+        #[serde(default = "one")]
+        f_norm: f64,
     },
 }
 
@@ -124,6 +177,10 @@ impl AdvantageEstimator {
     pub fn batch_std() -> Self {
         Self::BatchStd { eps: 1e-4 }
     }
+    /// GPG with verl's `f_norm = 1`.
+    pub fn gpg() -> Self {
+        Self::Gpg { f_norm: 1.0 }
+    }
 
     /// A short name (`"grpo"`, `"rloo"`, ...), as used in metrics and docs.
     pub fn name(&self) -> &'static str {
@@ -137,13 +194,40 @@ impl AdvantageEstimator {
             Self::PassK { .. } => "pass_k",
             Self::Opo => "opo",
             Self::BatchStd { .. } => "batch_std",
+            Self::ReMax => "remax",
+            Self::Gpg { .. } => "gpg",
         }
+    }
+
+    /// Whether the estimator compares responses within a group (all but REINFORCE++ and ReMax).
+    pub fn uses_groups(&self) -> bool {
+        !matches!(self, Self::ReinforcePlusPlus { .. } | Self::ReMax)
     }
 
     fn min_group_size(&self) -> usize {
         match self {
             Self::Rloo | Self::PassK { .. } => 2,
             _ => 1,
+        }
+    }
+
+    fn validate_at(&self, prefix: &str) -> Result<()> {
+        let positive = |name: &str, v: f64| {
+            if v.is_finite() && v > 0.0 {
+                Ok(())
+            } else {
+                Err(invalid(&format!("{prefix}.{name}"), v, "must be finite and > 0"))
+            }
+        };
+        match *self {
+            Self::Grpo { eps, .. }
+            | Self::ReinforcePlusPlus { eps }
+            | Self::ReinforcePlusPlusBaseline { eps }
+            | Self::MaxRl { eps }
+            | Self::PassK { eps, .. }
+            | Self::BatchStd { eps } => positive("eps", eps),
+            Self::Gpg { f_norm } => positive("f_norm", f_norm),
+            Self::DrGrpo | Self::Rloo | Self::Opo | Self::ReMax => Ok(()),
         }
     }
 }
@@ -159,23 +243,35 @@ pub enum SingletonGroups {
     Zero,
 }
 
-/// Advantage configuration. Build with [`AdvantageParams::new`] and the builder methods,
-/// validate with [`AdvantageParams::check`].
+/// Parameters of the outcome-reward advantage ([`AdvantageConfig`] computes it).
 ///
-/// | field | default | meaning |
-/// |---|---|---|
-/// | `estimator` | GRPO, eps `1e-6`, Bessel std (verl) | see [`AdvantageEstimator`] |
-/// | `effectiveness` | tolerance `1e-6`, no outcome threshold | see [`EffectivenessRule`] |
-/// | `zero_ineffective` | `true` | ineffective groups get `A = 0` exactly |
-/// | `singleton` | `Error` | see [`SingletonGroups`] |
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `estimator` | GRPO, eps `1e-6`, Bessel std (verl) | the formula, see [`AdvantageEstimator`] | eps, f_norm > 0 |
+/// | `effectiveness` | by outcome, success = `reward ≥ 1` | which groups carry signal, see [`EffectivenessRule`] | |
+/// | `zero_ineffective` | `true` | ineffective groups' centred rewards are set to exactly 0 | |
+/// | `singleton` | `Error` | groups of one response, see [`SingletonGroups`] | |
+///
+/// ```
+/// use rl_core::Params;
+/// use rlvr_core::{AdvantageConfig, AdvantageEstimator, AdvantageParams, Groups};
+/// let cfg = AdvantageConfig::new(AdvantageParams::new(AdvantageEstimator::Rloo).check()?);
+/// let adv = cfg.compute(&[1.0, 0.0, 0.0, 1.0], &Groups::uniform(1, 4)?, None)?;
+/// assert_eq!(adv.values, vec![2.0 / 3.0, -2.0 / 3.0, -2.0 / 3.0, 2.0 / 3.0]);
+/// // from a config file: every field may be omitted, misspelt fields are errors
+/// let p: AdvantageParams = serde_json::from_str(r#"{"estimator": {"kind": "gpg"}}"#)?;
+/// assert_eq!(p.estimator, AdvantageEstimator::gpg());
+/// assert!(serde_json::from_str::<AdvantageParams>(r#"{"zero_ineffectve": false}"#).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AdvantageParams {
     /// The estimator.
     pub estimator: AdvantageEstimator,
     /// Group classification.
     pub effectiveness: EffectivenessRule,
-    /// Zero the advantages of groups that are not `Mixed`.
+    /// Zero the centred rewards of groups that are not effective.
     pub zero_ineffective: bool,
     /// Singleton-group policy.
     pub singleton: SingletonGroups,
@@ -197,6 +293,12 @@ impl AdvantageParams {
     pub fn new(estimator: AdvantageEstimator) -> Self {
         Self { estimator, ..Self::default() }
     }
+    /// Sets the estimator.
+    #[must_use]
+    pub fn estimator(mut self, estimator: AdvantageEstimator) -> Self {
+        self.estimator = estimator;
+        self
+    }
     /// Sets the effectiveness rule.
     #[must_use]
     pub fn effectiveness(mut self, rule: EffectivenessRule) -> Self {
@@ -215,30 +317,39 @@ impl AdvantageParams {
         self.singleton = s;
         self
     }
+}
 
-    /// Validates the parameters.
-    ///
-    /// # Errors
-    /// [`RlvrCoreError::InvalidParameter`] naming a non-positive or non-finite eps, or a bad
+impl rl_core::Params for AdvantageParams {
+    type Error = RlvrCoreError;
+    /// Checks the estimator's constants (`estimator.eps`, `estimator.f_norm`) and the
     /// effectiveness rule.
-    pub fn check(self) -> Result<AdvantageConfig> {
-        self.effectiveness.check()?;
-        match self.estimator {
-            AdvantageEstimator::Grpo { eps, .. }
-            | AdvantageEstimator::ReinforcePlusPlus { eps }
-            | AdvantageEstimator::ReinforcePlusPlusBaseline { eps }
-            | AdvantageEstimator::MaxRl { eps }
-            | AdvantageEstimator::PassK { eps, .. }
-            | AdvantageEstimator::BatchStd { eps } => check_positive("estimator.eps", eps)?,
-            AdvantageEstimator::DrGrpo | AdvantageEstimator::Rloo | AdvantageEstimator::Opo => {}
-        }
-        Ok(AdvantageConfig(self))
+    fn validate(&self) -> Result<()> {
+        self.estimator.validate_at("estimator")?;
+        self.effectiveness.validate_at("effectiveness")
     }
 }
 
-/// Validated [`AdvantageParams`]; computes advantages.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct AdvantageConfig(AdvantageParams);
+/// Computes advantages from checked [`AdvantageParams`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdvantageConfig(Valid<AdvantageParams>);
+
+impl AdvantageConfig {
+    /// The estimator for `params`.
+    pub fn new(params: Valid<AdvantageParams>) -> Self {
+        Self(params)
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Valid<AdvantageParams> {
+        &self.0
+    }
+}
+
+impl From<Valid<AdvantageParams>> for AdvantageConfig {
+    fn from(p: Valid<AdvantageParams>) -> Self {
+        Self(p)
+    }
+}
 
 impl std::ops::Deref for AdvantageConfig {
     type Target = AdvantageParams;
@@ -247,46 +358,107 @@ impl std::ops::Deref for AdvantageConfig {
     }
 }
 
+/// The inputs of one advantage computation: rewards and groups, plus what some estimators or
+/// rules need.
+#[derive(Debug, Clone, Copy)]
+pub struct AdvantageInputs<'a> {
+    /// One outcome reward per sequence.
+    pub rewards: &'a [f64],
+    /// The group of every sequence.
+    pub groups: &'a Groups,
+    /// Response lengths in tokens (OPO; whitening weights of the REINFORCE++ estimators).
+    pub lengths: Option<&'a [usize]>,
+    /// Binary outcomes, one per sequence, used by [`EffectivenessRule::Outcome`] instead of
+    /// its reward threshold.
+    pub outcomes: Option<&'a [bool]>,
+    /// Per-sequence baselines (ReMax: the greedy response's reward).
+    pub baselines: Option<&'a [f64]>,
+}
+
+impl<'a> AdvantageInputs<'a> {
+    /// Rewards and groups; the optional inputs start empty.
+    pub fn new(rewards: &'a [f64], groups: &'a Groups) -> Self {
+        Self { rewards, groups, lengths: None, outcomes: None, baselines: None }
+    }
+    /// Sets the response lengths.
+    #[must_use]
+    pub fn lengths(mut self, lengths: &'a [usize]) -> Self {
+        self.lengths = Some(lengths);
+        self
+    }
+    /// Sets the binary outcomes.
+    #[must_use]
+    pub fn outcomes(mut self, outcomes: &'a [bool]) -> Self {
+        self.outcomes = Some(outcomes);
+        self
+    }
+    /// Sets the per-sequence baselines.
+    #[must_use]
+    pub fn baselines(mut self, baselines: &'a [f64]) -> Self {
+        self.baselines = Some(baselines);
+        self
+    }
+}
+
 /// Advantages of a batch plus the per-group statistics they came from.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Advantages {
     /// One advantage per sequence.
     pub values: Vec<f64>,
-    /// Statistics and classification of every group.
+    /// Statistics and verdict of every group.
     pub groups: Vec<GroupStats>,
 }
 
 impl Advantages {
-    /// The advantages as an `f32` tensor `[B]` on `device`.
+    /// The advantages as an `f32` tensor `[B]` on `device` (feature `tch`).
+    #[cfg(feature = "tch")]
     pub fn to_tensor(&self, device: Device) -> Tensor {
         let v: Vec<f32> = self.values.iter().map(|&a| a as f32).collect();
         Tensor::from_slice(&v).to_kind(Kind::Float).to_device(device)
     }
 
-    /// Fraction of groups of each [`GroupKind`] and advantage statistics:
-    /// `frac_zero_variance_groups` (all non-`Mixed` groups), `frac_all_success`,
-    /// `frac_all_fail`, `frac_singleton`, `adv_mean`, `adv_std`, `adv_min`, `adv_max`.
+    /// Ineffective groups per reason.
+    pub fn reasons(&self) -> ReasonCounts {
+        let mut c = ReasonCounts::default();
+        for s in &self.groups {
+            c.record(s.verdict);
+        }
+        c
+    }
+
+    /// Share of groups judged ineffective.
+    pub fn frac_ineffective(&self) -> f64 {
+        let n = self.groups.len();
+        if n == 0 {
+            0.0
+        } else {
+            self.groups.iter().filter(|s| !s.verdict.is_effective()).count() as f64 / n as f64
+        }
+    }
+
+    /// `frac_ineffective` (share of groups), `frac_<reason>` for every
+    /// [`IneffectiveReason`] (`frac_all_failure`, `frac_zero_variance`, ...), and `adv_mean`,
+    /// `adv_std` (population), `adv_min`, `adv_max`.
     pub fn metrics(&self) -> rl_core::Metrics {
         let g = self.groups.len().max(1) as f64;
-        let frac = |k: GroupKind| self.groups.iter().filter(|s| s.kind == k).count() as f64 / g;
-        let (mean, _, std) = if self.values.is_empty() { (0.0, 0.0, 0.0) } else { mean_std(&self.values) };
+        let reasons = self.reasons();
+        let s = mean_std(&self.values);
         let min = self.values.iter().copied().fold(f64::INFINITY, f64::min);
         let max = self.values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        rl_core::Metrics::new()
-            .with("frac_zero_variance_groups", self.groups.iter().filter(|s| !s.kind.is_effective()).count() as f64 / g)
-            .with("frac_all_success", frac(GroupKind::AllSuccess))
-            .with("frac_all_fail", frac(GroupKind::AllFail))
-            .with("frac_singleton", frac(GroupKind::Singleton))
-            .with("adv_mean", mean)
-            .with("adv_std", std)
-            .with("adv_min", min)
-            .with("adv_max", max)
+        let mut m = rl_core::Metrics::new().with("frac_ineffective", self.frac_ineffective());
+        for r in IneffectiveReason::ALL {
+            m.insert(format!("frac_{}", r.name()), reasons.get(r) as f64 / g);
+        }
+        m.with("adv_mean", s.mean).with("adv_std", s.std_pop).with("adv_min", min).with("adv_max", max)
     }
 }
 
 /// Length-weighted whitening (verl `masked_whiten`, Bessel variance over tokens).
 fn whiten(x: &mut [f64], weights: &[f64], eps: f64) {
     let n: f64 = weights.iter().sum();
+    if n <= 0.0 {
+        return;
+    }
     let mean = x.iter().zip(weights).map(|(v, w)| v * w).sum::<f64>() / n;
     let mut var = x.iter().zip(weights).map(|(v, w)| w * (v - mean) * (v - mean)).sum::<f64>() / n;
     if n > 1.0 {
@@ -299,38 +471,65 @@ fn whiten(x: &mut [f64], weights: &[f64], eps: f64) {
 }
 
 impl AdvantageConfig {
-    /// Computes one advantage per sequence.
+    /// Computes one advantage per sequence from rewards, groups and optional lengths (the
+    /// common case of [`AdvantageConfig::compute_inputs`]).
     ///
-    /// `lengths` are response lengths in tokens (required by OPO; used as whitening weights by
-    /// the REINFORCE++ estimators, uniform weights when absent).
+    /// # Errors
+    /// As [`AdvantageConfig::compute_inputs`].
+    pub fn compute(&self, rewards: &[f64], groups: &Groups, lengths: Option<&[usize]>) -> Result<Advantages> {
+        let mut x = AdvantageInputs::new(rewards, groups);
+        x.lengths = lengths;
+        self.compute_inputs(&x)
+    }
+
+    /// Computes one advantage per sequence.
     ///
     /// # Errors
     /// - [`RlvrCoreError::Empty`] for an empty batch;
-    /// - [`RlvrCoreError::Groups`] when `groups` or `lengths` do not match `rewards`;
-    /// - [`RlvrCoreError::NonFinite`] for a NaN or infinite reward;
-    /// - [`RlvrCoreError::MissingInput`] when OPO gets no lengths;
+    /// - [`RlvrCoreError::Groups`] when `groups`, `lengths`, `outcomes` or `baselines` do not
+    ///   match `rewards`;
+    /// - [`RlvrCoreError::NonFinite`] for a NaN or infinite reward or baseline;
+    /// - [`RlvrCoreError::MissingInput`] when OPO gets no lengths or ReMax no baselines;
     /// - [`RlvrCoreError::GroupTooSmall`] for a group below the estimator's minimum size (2
     ///   for RLOO and pass@k) unless [`SingletonGroups::Zero`], and for any singleton group
-    ///   under [`SingletonGroups::Error`].
-    pub fn compute(&self, rewards: &[f64], groups: &Groups, lengths: Option<&[usize]>) -> Result<Advantages> {
+    ///   under [`SingletonGroups::Error`] (not for REINFORCE++ and ReMax, which ignore groups).
+    pub fn compute_inputs(&self, x: &AdvantageInputs<'_>) -> Result<Advantages> {
+        let (rewards, groups) = (x.rewards, x.groups);
         if rewards.is_empty() {
             return Err(RlvrCoreError::Empty { what: "rewards".into() });
         }
-        let stats = group_stats(rewards, groups, &self.effectiveness)?;
-        if let Some(l) = lengths {
+        let stats = group_stats(rewards, x.outcomes, groups, &self.effectiveness)?;
+        if let Some(l) = x.lengths {
             groups.check_len(l.len(), "lengths")?;
         }
-        if let AdvantageEstimator::ReinforcePlusPlus { eps } = self.estimator {
-            // No group baseline: groups, their sizes and their effectiveness play no part.
-            let mut adv = rewards.to_vec();
-            let w: Vec<f64> = match lengths {
-                Some(l) => l.iter().map(|&x| x as f64).collect(),
+        let missing = |input: &str| RlvrCoreError::MissingInput {
+            loss: format!("{} advantage", self.estimator.name()),
+            input: input.into(),
+        };
+        let length_weights = || -> Vec<f64> {
+            match x.lengths {
+                Some(l) => l.iter().map(|&v| v as f64).collect(),
                 None => vec![1.0; rewards.len()],
-            };
-            if w.iter().sum::<f64>() > 0.0 {
-                whiten(&mut adv, &w, eps);
             }
-            return Ok(Advantages { values: adv, groups: stats });
+        };
+        if self.estimator == AdvantageEstimator::Opo && x.lengths.is_none() {
+            return Err(missing("lengths"));
+        }
+        match self.estimator {
+            AdvantageEstimator::ReinforcePlusPlus { eps } => {
+                // No group baseline: groups, their sizes and their verdicts play no part.
+                let mut adv = rewards.to_vec();
+                whiten(&mut adv, &length_weights(), eps);
+                return Ok(Advantages { values: adv, groups: stats });
+            }
+            AdvantageEstimator::ReMax => {
+                let b = x.baselines.ok_or_else(|| missing("baselines"))?;
+                groups.check_len(b.len(), "baselines")?;
+                check_finite_values("baselines", b)?;
+                let adv = rewards.iter().zip(b).map(|(r, b)| r - b).collect();
+                return Ok(Advantages { values: adv, groups: stats });
+            }
+            _ => {}
         }
         let min = self.estimator.min_group_size();
         for (g, s) in stats.iter().enumerate() {
@@ -348,7 +547,7 @@ impl AdvantageConfig {
         let mut buf = Vec::new();
         for (g, m) in groups.iter().enumerate() {
             let s = &stats[g];
-            if s.size == 1 || (self.zero_ineffective && !s.kind.is_effective()) {
+            if s.size == 1 || (self.zero_ineffective && !s.verdict.is_effective()) {
                 continue; // A = 0
             }
             buf.clear();
@@ -366,7 +565,8 @@ impl AdvantageConfig {
                 }
                 AdvantageEstimator::DrGrpo
                 | AdvantageEstimator::ReinforcePlusPlusBaseline { .. }
-                | AdvantageEstimator::BatchStd { .. } => {
+                | AdvantageEstimator::BatchStd { .. }
+                | AdvantageEstimator::Gpg { .. } => {
                     for &i in m {
                         adv[i] = rewards[i] - s.mean;
                     }
@@ -376,7 +576,6 @@ impl AdvantageConfig {
                         adv[i] = k / (k - 1.0) * (rewards[i] - s.mean);
                     }
                 }
-                AdvantageEstimator::ReinforcePlusPlus { .. } => {} // handled above
                 AdvantageEstimator::MaxRl { eps } => {
                     for &i in m {
                         adv[i] = (rewards[i] - s.mean) / (s.mean + eps);
@@ -405,10 +604,7 @@ impl AdvantageConfig {
                     adv[m[best_pos]] = a;
                 }
                 AdvantageEstimator::Opo => {
-                    let l = lengths.ok_or_else(|| RlvrCoreError::MissingInput {
-                        loss: "opo advantage".into(),
-                        input: "lengths".into(),
-                    })?;
+                    let l = x.lengths.ok_or_else(|| missing("lengths"))?;
                     let tot: f64 = m.iter().map(|&i| l[i] as f64).sum();
                     let base =
                         if tot > 0.0 { m.iter().map(|&i| l[i] as f64 * rewards[i]).sum::<f64>() / tot } else { 0.0 };
@@ -416,22 +612,22 @@ impl AdvantageConfig {
                         adv[i] = rewards[i] - base;
                     }
                 }
+                AdvantageEstimator::ReinforcePlusPlus { .. } | AdvantageEstimator::ReMax => {} // handled above
             }
         }
         match self.estimator {
-            AdvantageEstimator::ReinforcePlusPlusBaseline { eps } => {
-                let w: Vec<f64> = match lengths {
-                    Some(l) => l.iter().map(|&x| x as f64).collect(),
-                    None => vec![1.0; rewards.len()],
-                };
-                if w.iter().sum::<f64>() > 0.0 {
-                    whiten(&mut adv, &w, eps);
-                }
-            }
+            AdvantageEstimator::ReinforcePlusPlusBaseline { eps } => whiten(&mut adv, &length_weights(), eps),
             AdvantageEstimator::BatchStd { eps } => {
-                let (_, sd, _) = mean_std(rewards);
+                let sd = mean_std(rewards).std_unbiased;
                 for a in &mut adv {
                     *a /= sd + eps;
+                }
+            }
+            AdvantageEstimator::Gpg { f_norm } => {
+                let nonzero = rewards.iter().filter(|&&r| r != 0.0).count().max(1);
+                let alpha = rewards.len() as f64 / nonzero as f64;
+                for a in &mut adv {
+                    *a = alpha * *a / f_norm;
                 }
             }
             _ => {}

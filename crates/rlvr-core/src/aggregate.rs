@@ -19,18 +19,46 @@
 //! | [`Aggregation::SeqMeanTokenSumNorm`] | `dp · Σ_i Σ_t m ℓ / (N_seq · L)` (Dr.GRPO, TRL `dr_grpo`) |
 //!
 //! `N_tokens` counts mask-weighted tokens and `N_seq` the sequences with at least one response
-//! token, both over the whole batch ([`GlobalCounts::from_masks`]). Fully masked rows add
-//! nothing and are not counted. Counts are taken from the response mask *before* any rejection
-//! masking of the decoupled correction, so rejected tokens do not inflate the others (AReaL).
+//! token, both over the whole batch (`GlobalCounts::from_masks` with feature `tch`, or
+//! [`GlobalCounts::from_lengths`]). Fully masked rows add nothing and are not counted. Counts are
+//! taken from the response mask *before* any rejection masking of the decoupled correction, so
+//! rejected tokens do not inflate the others (AReaL).
+//!
+//! **verl-compatible mode** ([`Compat::Verl`]). Two modes differ from verl's `agg_loss` here:
+//! `seq-mean-token-sum-norm` divides by `N_seq · L` (TRL `dr_grpo`, the Dr.GRPO paper), verl by
+//! `L` alone (no sequence count and no `dp`), so a verl config ported as-is gets a loss `N_seq`
+//! times smaller; and `seq-mean-token-mean` divides each row by its length where verl divides
+//! by `length + 1e-8` (a relative difference of `1e-8/length`). [`Compat::Verl`] gives verl's
+//! numbers for both; the table:
+//!
+//! | mode | [`Compat::Native`] (default) | [`Compat::Verl`] |
+//! |---|---|---|
+//! | `token-mean`, `seq-mean-token-sum` | as above | same |
+//! | `seq-mean-token-mean` | `Σ_t m ℓ / Σ_t m` per row | `Σ_t m ℓ / (Σ_t m + 1e-8)` per row |
+//! | `seq-mean-token-sum-norm` | `dp · Σ m ℓ / (N_seq · L)` | `Σ m ℓ / L` |
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "tch")]
 use tch::{Kind, Tensor};
 
-use crate::error::{Result, RlvrCoreError};
+use crate::error::{invalid, Result, RlvrCoreError};
 
-/// How per-token losses are reduced to a scalar (verl `loss_agg_mode`).
+/// Which reference's arithmetic to follow where this crate's default differs (see the module
+/// docs and `crate::LossParams::compat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Compat {
+    /// This crate's definitions (default).
+    #[default]
+    Native,
+    /// verl's `core_algos` arithmetic, so that a ported verl config gives verl's numbers.
+    Verl,
+}
+
+/// How per-token losses are reduced to a scalar (verl `loss_agg_mode`). In a config:
+/// `{"mode": "token-mean"}`, `{"mode": "seq-mean-token-sum-norm", "scale": 4096}`.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "kebab-case")]
+#[serde(tag = "mode", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Aggregation {
     /// Mean over all response tokens of the batch (verl default `token-mean`).
     #[default]
@@ -44,6 +72,7 @@ pub enum Aggregation {
         /// The constant `L` (verl `loss_scale_factor`, Dr.GRPO's maximum response length);
         /// `None` uses the micro-batch's `T`, which is split-invariant only when every
         /// micro-batch is padded to the same `T`.
+        #[serde(default)]
         scale: Option<f64>,
     },
 }
@@ -59,49 +88,67 @@ impl Aggregation {
         }
     }
 
-    /// Validates the mode.
+    /// Checks `scale` (finite, > 0), naming it under `prefix`.
     ///
     /// # Errors
     /// [`RlvrCoreError::InvalidParameter`] for a non-positive or non-finite `scale`.
-    pub fn check(&self) -> Result<()> {
-        if let Self::SeqMeanTokenSumNorm { scale: Some(s) } = self {
-            crate::error::check_positive("aggregation.scale", *s)?;
+    pub fn validate_at(&self, prefix: &str) -> Result<()> {
+        match self {
+            Self::SeqMeanTokenSumNorm { scale: Some(s) } if !(s.is_finite() && *s > 0.0) => {
+                Err(invalid(&format!("{prefix}.scale"), s, "must be finite and > 0"))
+            }
+            _ => Ok(()),
         }
-        Ok(())
     }
 
-    /// The per-token weights `w` such that the aggregated loss is `Σ_{i,t} w_{i,t} ℓ_{i,t}`
-    /// (computed without gradient, in `mask`'s float type).
+    /// The factor `c_i` of row `i` such that the aggregated loss is `Σ_{i,t} c_i m_{i,t} ℓ_{i,t}`:
+    /// `row_tokens` is `Σ_t m_{i,t}`, `t` the padded length of the micro-batch. A row without
+    /// response tokens gets 0.
+    pub fn row_scale(&self, row_tokens: f64, t: usize, counts: &GlobalCounts, compat: Compat) -> f64 {
+        let dp = counts.dp_size as f64;
+        match (self, compat) {
+            (Self::TokenMean, _) => dp / counts.tokens,
+            (Self::SeqMeanTokenSum, _) => dp / counts.sequences,
+            (Self::SeqMeanTokenMean, Compat::Native) => {
+                if row_tokens > 0.0 {
+                    dp / (counts.sequences * row_tokens)
+                } else {
+                    0.0
+                }
+            }
+            (Self::SeqMeanTokenMean, Compat::Verl) => dp / (counts.sequences * (row_tokens + 1e-8)),
+            (Self::SeqMeanTokenSumNorm { scale }, Compat::Native) => {
+                dp / (counts.sequences * scale.unwrap_or(t as f64))
+            }
+            (Self::SeqMeanTokenSumNorm { scale }, Compat::Verl) => 1.0 / scale.unwrap_or(t as f64),
+        }
+    }
+
+    /// The per-token weights `W` such that the aggregated loss is `Σ_{i,t} W_{i,t} ℓ_{i,t}`
+    /// (computed without gradient, in `mask`'s float type; feature `tch`).
     ///
     /// # Errors
     /// [`RlvrCoreError::Shape`] for a mask that is not 2-D; libtorch failures.
-    pub fn token_weights(&self, mask: &Tensor, counts: &GlobalCounts) -> Result<Tensor> {
+    #[cfg(feature = "tch")]
+    pub fn token_weights(&self, mask: &Tensor, counts: &GlobalCounts, compat: Compat) -> Result<Tensor> {
         let _g = tch::no_grad_guard();
         let s = mask.size();
         if s.len() != 2 {
             return Err(RlvrCoreError::Shape { what: "mask".into(), expected: "[B, T]".into(), got: s });
         }
-        let dp = counts.dp_size as f64;
         let m = float_mask(mask)?;
-        Ok(match self {
-            Self::TokenMean => m.f_mul_scalar(dp / counts.tokens)?,
-            Self::SeqMeanTokenSum => m.f_mul_scalar(dp / counts.sequences)?,
-            Self::SeqMeanTokenSumNorm { scale } => {
-                let l = scale.unwrap_or(s[1] as f64);
-                m.f_mul_scalar(dp / (counts.sequences * l))?
-            }
-            Self::SeqMeanTokenMean => {
-                let len = m.f_sum_dim_intlist(1, true, m.kind())?.f_clamp_min(1e-12)?;
-                m.f_div(&len)?.f_mul_scalar(dp / counts.sequences)?
-            }
-        })
+        let rows = Vec::<f64>::try_from(m.f_sum_dim_intlist(1, false, Kind::Double)?.f_to_device(tch::Device::Cpu)?)?;
+        let scales: Vec<f64> = rows.iter().map(|&n| self.row_scale(n, s[1] as usize, counts, compat)).collect();
+        let c = Tensor::from_slice(&scales).f_to_kind(m.kind())?.f_to_device(m.device())?.f_unsqueeze(1)?;
+        Ok(m.f_mul(&c)?)
     }
 
-    /// Aggregates a per-token loss `[B, T]` (differentiable) with these weights.
+    /// Aggregates a per-token loss `[B, T]` (differentiable) with these weights (feature `tch`).
     ///
     /// # Errors
     /// Shape mismatches and libtorch failures.
-    pub fn aggregate(&self, loss_mat: &Tensor, mask: &Tensor, counts: &GlobalCounts) -> Result<Tensor> {
+    #[cfg(feature = "tch")]
+    pub fn aggregate(&self, loss_mat: &Tensor, mask: &Tensor, counts: &GlobalCounts, compat: Compat) -> Result<Tensor> {
         if loss_mat.size() != mask.size() {
             return Err(RlvrCoreError::Shape {
                 what: "loss_mat".into(),
@@ -109,13 +156,14 @@ impl Aggregation {
                 got: loss_mat.size(),
             });
         }
-        let w = self.token_weights(mask, counts)?.f_to_kind(loss_mat.kind())?;
+        let w = self.token_weights(mask, counts, compat)?.f_to_kind(loss_mat.kind())?;
         Ok(loss_mat.f_flatten(0, -1)?.f_dot(&w.f_flatten(0, -1)?)?)
     }
 }
 
 /// The mask as a float tensor (bool and integer masks become 0/1 `f32`; float masks keep
 /// their type).
+#[cfg(feature = "tch")]
 pub(crate) fn float_mask(mask: &Tensor) -> Result<Tensor> {
     Ok(if mask.is_floating_point() { mask.shallow_clone() } else { mask.f_to_kind(Kind::Float)? })
 }
@@ -167,12 +215,31 @@ impl GlobalCounts {
         Ok(())
     }
 
-    /// Counts over the masks of all micro-batches of one rank, times nothing: pass the masks
-    /// of every rank (or all-reduce the result) for data-parallel training.
+    /// Counts from the number of response tokens of every sequence of the whole batch.
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::Counts`] when every row is empty, or for non-finite or negative
+    /// token counts.
+    pub fn from_lengths<T: Copy + Into<f64>>(row_tokens: &[T], dp_size: usize) -> Result<Self> {
+        let (mut tokens, mut sequences) = (0.0, 0.0);
+        for &n in row_tokens {
+            let n: f64 = n.into();
+            if !(n.is_finite() && n >= 0.0) {
+                return Err(RlvrCoreError::Counts(format!("row token count {n} must be finite and >= 0")));
+            }
+            tokens += n;
+            sequences += f64::from(u8::from(n > 0.0));
+        }
+        Self::new(tokens, sequences, dp_size)
+    }
+
+    /// Counts over the masks of all micro-batches of one rank: pass the masks of every rank
+    /// (or all-reduce the result) for data-parallel training (feature `tch`).
     ///
     /// # Errors
     /// [`RlvrCoreError::Empty`] for no masks; [`RlvrCoreError::Shape`] for a mask that is not
     /// 2-D; [`RlvrCoreError::Counts`] when every row is masked.
+    #[cfg(feature = "tch")]
     pub fn from_masks(masks: &[&Tensor], dp_size: usize) -> Result<Self> {
         if masks.is_empty() {
             return Err(RlvrCoreError::Empty { what: "masks".into() });
@@ -192,10 +259,11 @@ impl GlobalCounts {
         Self::new(tokens, sequences, dp_size)
     }
 
-    /// Counts of a single batch that is not split (`dp_size = 1`).
+    /// Counts of a single batch that is not split (`dp_size = 1`; feature `tch`).
     ///
     /// # Errors
     /// As [`GlobalCounts::from_masks`].
+    #[cfg(feature = "tch")]
     pub fn local(mask: &Tensor) -> Result<Self> {
         Self::from_masks(&[mask], 1)
     }

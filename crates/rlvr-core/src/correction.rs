@@ -29,9 +29,12 @@
 //! [`DecoupledParams::areal`] gives AReaL's former default (token level, mask, upper 5.0).
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "tch")]
 use tch::{Kind, Tensor};
 
-use crate::error::{check_positive, invalid, Result, RlvrCoreError};
+#[cfg(feature = "tch")]
+use crate::error::RlvrCoreError;
+use crate::error::{invalid, Result};
 
 /// Where the behaviour weight is computed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -56,8 +59,15 @@ pub enum IsMode {
 }
 
 /// Decoupled-correction configuration (see the module docs for formulas and defaults).
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `level` | `Sequence` | token or sequence weight (verl `rollout_is="sequence"`) | see [`IsLevel`] |
+/// | `mode` | `Truncate` | clamp or reject out-of-bounds weights | see [`IsMode`] |
+/// | `upper` | `2.0` | upper bound (verl `rollout_is_threshold`) | ≥ 1 |
+/// | `lower` | `None` (0) | lower bound | [0, 1] |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct DecoupledParams {
     /// Token or sequence level.
     pub level: IsLevel,
@@ -92,33 +102,76 @@ impl DecoupledParams {
         self.mode = mode;
         self
     }
-    /// Sets the bounds.
+    /// Sets both bounds.
     #[must_use]
     pub fn bounds(mut self, lower: Option<f64>, upper: f64) -> Self {
         self.lower = lower;
         self.upper = upper;
         self
     }
+    /// Sets the upper bound.
+    #[must_use]
+    pub fn upper(mut self, upper: f64) -> Self {
+        self.upper = upper;
+        self
+    }
+    /// Sets the lower bound.
+    #[must_use]
+    pub fn lower(mut self, lower: Option<f64>) -> Self {
+        self.lower = lower;
+        self
+    }
 
-    /// Validates the bounds: `upper ≥ 1` finite, `0 ≤ lower ≤ 1`.
+    /// Checks the bounds (`upper ≥ 1` finite, `0 ≤ lower ≤ 1`), naming them under `prefix`.
     ///
     /// # Errors
-    /// [`RlvrCoreError::InvalidParameter`] naming the bound.
-    pub fn check(&self) -> Result<()> {
-        check_positive("correction.upper", self.upper)?;
-        if self.upper < 1.0 {
-            return Err(invalid("correction.upper", self.upper, "must be >= 1 (on-policy weights are 1)"));
+    /// [`crate::RlvrCoreError::InvalidParameter`] naming the bound.
+    pub fn validate_at(&self, prefix: &str) -> Result<()> {
+        if !(self.upper.is_finite() && self.upper >= 1.0) {
+            return Err(invalid(
+                &format!("{prefix}.upper"),
+                self.upper,
+                "must be finite and >= 1 (on-policy weights are 1)",
+            ));
         }
         if let Some(l) = self.lower {
             if !(l.is_finite() && (0.0..=1.0).contains(&l)) {
-                return Err(invalid("correction.lower", l, "must be in [0, 1]"));
+                return Err(invalid(&format!("{prefix}.lower"), l, "must be in [0, 1]"));
             }
         }
         Ok(())
     }
+
+    /// The weight applied for a log-weight `log_w` (already the token value or the sequence
+    /// mean): `(applied, raw, inside_bounds)` with `raw = exp(clamp(log_w, ±20))`.
+    #[inline]
+    pub fn weight(&self, log_w: f64) -> (f64, f64, bool) {
+        let raw = log_w.clamp(-20.0, 20.0).exp();
+        let lower = self.lower.unwrap_or(0.0);
+        let inside = raw >= lower && raw <= self.upper;
+        let applied = match self.mode {
+            IsMode::Truncate => raw.clamp(lower, self.upper),
+            IsMode::Mask => {
+                if inside {
+                    raw
+                } else {
+                    0.0
+                }
+            }
+        };
+        (applied, raw, inside)
+    }
 }
 
-/// Behaviour weights and their statistics.
+impl rl_core::Params for DecoupledParams {
+    type Error = crate::RlvrCoreError;
+    fn validate(&self) -> Result<()> {
+        self.validate_at("correction")
+    }
+}
+
+/// Behaviour weights and their statistics (feature `tch`).
+#[cfg(feature = "tch")]
 #[derive(Debug)]
 pub struct IsWeights {
     /// Detached weights: `[B, T]` (token level) or `[B, 1]` (sequence level).
@@ -145,13 +198,14 @@ pub struct IsWeights {
 /// # Errors
 /// [`RlvrCoreError::Shape`] for mismatched shapes; [`RlvrCoreError::Empty`] when no token is
 /// unmasked; bad parameters; libtorch failures.
+#[cfg(feature = "tch")]
 pub fn behaviour_weights(
     prox_logp: &Tensor,
     behave_logp: &Tensor,
     mask: &Tensor,
     p: &DecoupledParams,
 ) -> Result<IsWeights> {
-    p.check()?;
+    p.validate_at("correction")?;
     let _g = tch::no_grad_guard();
     for (what, x) in [("behave_logp", behave_logp), ("mask", mask)] {
         if x.size() != prox_logp.size() || prox_logp.dim() != 2 {

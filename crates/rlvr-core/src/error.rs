@@ -76,15 +76,13 @@ pub enum RlvrCoreError {
     /// Global normalisation counts that cannot normalise this micro-batch.
     #[error("invalid global counts: {0}")]
     Counts(String),
-    /// An error from libtorch.
+    /// An error from libtorch (feature `tch`).
+    #[cfg(feature = "tch")]
     #[error(transparent)]
     Torch(#[from] tch::TchError),
     /// An error from `rl-core`.
     #[error(transparent)]
     Core(#[from] rl_core::RlCoreError),
-    /// An error from `rl-nn`.
-    #[error(transparent)]
-    Nn(#[from] rl_nn::RlNnError),
 }
 
 /// `Result` with [`RlvrCoreError`].
@@ -92,23 +90,4 @@ pub type Result<T, E = RlvrCoreError> = std::result::Result<T, E>;
 
 pub(crate) fn invalid(name: &str, value: impl std::fmt::Display, reason: &str) -> RlvrCoreError {
     RlvrCoreError::InvalidParameter { name: name.to_owned(), value: value.to_string(), reason: reason.to_owned() }
-}
-
-/// Checks that `v` is finite and inside `[lo, hi]` (either bound optional).
-pub(crate) fn check_range(name: &str, v: f64, lo: Option<f64>, hi: Option<f64>, reason: &str) -> Result<()> {
-    let ok = v.is_finite() && lo.is_none_or(|l| v >= l) && hi.is_none_or(|h| v <= h);
-    if ok {
-        Ok(())
-    } else {
-        Err(invalid(name, v, reason))
-    }
-}
-
-/// Checks that `v` is finite and strictly positive.
-pub(crate) fn check_positive(name: &str, v: f64) -> Result<()> {
-    if v.is_finite() && v > 0.0 {
-        Ok(())
-    } else {
-        Err(invalid(name, v, "must be finite and > 0"))
-    }
 }

@@ -1,24 +1,22 @@
-//! Group layout (which sequences answer the same prompt) and group effectiveness.
+//! Group layout (which sequences answer the same prompt) and per-group statistics (tch-free
+//! apart from the two tensor helpers of feature `tch`).
 //!
 //! A group is the `K` responses sampled for one prompt. [`Groups`] maps every sequence of a
 //! batch to a dense group index, built either from a `[G, K]` row-major layout
 //! ([`Groups::uniform`]) or from per-sequence prompt ids ([`Groups::from_ids`], any hashable id,
-//! groups numbered in order of first appearance, sizes may differ).
-//!
-//! [`EffectivenessRule`] classifies a group's rewards into a [`GroupKind`]: `Mixed` groups carry
-//! a learning signal, the others (all-success, all-fail, zero-variance, singleton) do not. The
-//! rule has a tolerance so that fp32 noise on a constant group does not count as variance, and
-//! an optional outcome threshold so that shaped rewards (`0.1` for well-formatted but wrong) do
-//! not turn an all-fail group into a "mixed" one with phantom advantages (verl-recipe #125,
-//! NVIDIA-NeMo/RL #4158, OpenRLHF PR #1272; see `research/rlvr.md` section 6).
+//! groups numbered in order of first appearance, sizes may differ). [`group_stats`] gives each
+//! group's mean, standard deviations and [`Verdict`] under an [`EffectivenessRule`].
 
 use std::collections::HashMap;
 use std::hash::Hash;
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "tch")]
 use tch::{Device, Kind, Tensor};
 
-use crate::error::{check_range, Result, RlvrCoreError};
+use crate::effectiveness::{EffectivenessRule, Verdict};
+use crate::error::{Result, RlvrCoreError};
+use crate::stats::{check_finite_values, mean_std};
 
 /// The group structure of a batch of sequences.
 ///
@@ -110,13 +108,15 @@ impl Groups {
         self.members.iter().all(|m| m.len() == k).then_some(k)
     }
 
-    /// The dense group ids as an `i64` tensor `[B]` on `device`.
+    /// The dense group ids as an `i64` tensor `[B]` on `device` (feature `tch`).
+    #[cfg(feature = "tch")]
     pub fn ids_tensor(&self, device: Device) -> Tensor {
         let v: Vec<i64> = self.ids.iter().map(|&g| g as i64).collect();
         Tensor::from_slice(&v).to_device(device)
     }
 
-    /// The size of each sequence's group as an `f32` tensor `[B]` on `device`.
+    /// The size of each sequence's group as an `f32` tensor `[B]` on `device` (feature `tch`).
+    #[cfg(feature = "tch")]
     pub fn member_sizes_tensor(&self, device: Device) -> Tensor {
         let v: Vec<f32> = self.ids.iter().map(|&g| self.members[g].len() as f32).collect();
         Tensor::from_slice(&v).to_device(device).to_kind(Kind::Float)
@@ -135,103 +135,6 @@ impl Groups {
     }
 }
 
-/// Why a group does or does not carry a learning signal.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum GroupKind {
-    /// Rewards differ (or, with an outcome threshold, both successes and failures occur).
-    Mixed,
-    /// Every response succeeded (outcome threshold set).
-    AllSuccess,
-    /// Every response failed (outcome threshold set), whatever shaped partial credit they got.
-    AllFail,
-    /// No outcome threshold set and the rewards' range is within the tolerance.
-    ZeroVariance,
-    /// The group has a single response.
-    Singleton,
-}
-
-impl GroupKind {
-    /// Whether the group carries a learning signal (only [`GroupKind::Mixed`] does).
-    pub fn is_effective(self) -> bool {
-        self == GroupKind::Mixed
-    }
-}
-
-/// Classifies a group's rewards into a [`GroupKind`].
-///
-/// | field | default | meaning |
-/// |---|---|---|
-/// | `tolerance` | `1e-6` | a group whose reward range `max − min` is `≤ tolerance` is zero-variance |
-/// | `success_threshold` | `None` | when set, a reward `≥ threshold` is a success, and a group is `Mixed` only if it has both successes and failures (the outcome gate for shaped rewards) |
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct EffectivenessRule {
-    /// Range tolerance (default `1e-6`).
-    pub tolerance: f64,
-    /// Outcome threshold (default `None`).
-    pub success_threshold: Option<f64>,
-}
-
-impl Default for EffectivenessRule {
-    fn default() -> Self {
-        Self { tolerance: 1e-6, success_threshold: None }
-    }
-}
-
-impl EffectivenessRule {
-    /// Sets the range tolerance.
-    #[must_use]
-    pub fn tolerance(mut self, tolerance: f64) -> Self {
-        self.tolerance = tolerance;
-        self
-    }
-
-    /// Sets the outcome threshold (a reward `≥ t` is a success).
-    #[must_use]
-    pub fn success_threshold(mut self, t: Option<f64>) -> Self {
-        self.success_threshold = t;
-        self
-    }
-
-    /// Validates the rule.
-    ///
-    /// # Errors
-    /// [`RlvrCoreError::InvalidParameter`] for a negative or non-finite tolerance or a
-    /// non-finite threshold.
-    pub fn check(&self) -> Result<()> {
-        check_range("effectiveness.tolerance", self.tolerance, Some(0.0), None, "must be finite and >= 0")?;
-        if let Some(t) = self.success_threshold {
-            check_range("effectiveness.success_threshold", t, None, None, "must be finite")?;
-        }
-        Ok(())
-    }
-
-    /// Classifies one group's rewards (assumed finite and non-empty; an empty slice is
-    /// reported as [`GroupKind::Singleton`]).
-    pub fn classify(&self, rewards: &[f64]) -> GroupKind {
-        if rewards.len() <= 1 {
-            return GroupKind::Singleton;
-        }
-        if let Some(t) = self.success_threshold {
-            let wins = rewards.iter().filter(|&&r| r >= t).count();
-            return if wins == rewards.len() {
-                GroupKind::AllSuccess
-            } else if wins == 0 {
-                GroupKind::AllFail
-            } else {
-                GroupKind::Mixed
-            };
-        }
-        let (lo, hi) = rewards.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &r| (lo.min(r), hi.max(r)));
-        if hi - lo <= self.tolerance {
-            GroupKind::ZeroVariance
-        } else {
-            GroupKind::Mixed
-        }
-    }
-}
-
 /// Per-group reward statistics.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct GroupStats {
@@ -243,35 +146,47 @@ pub struct GroupStats {
     pub std_unbiased: f64,
     /// Population standard deviation (the LPO paper's `σ_G`).
     pub std_pop: f64,
-    /// The group's classification.
-    pub kind: GroupKind,
+    /// The group's verdict under the effectiveness rule.
+    pub verdict: Verdict,
 }
 
-/// Mean, Bessel std and population std of `x` (non-empty), in f64.
-pub(crate) fn mean_std(x: &[f64]) -> (f64, f64, f64) {
-    let n = x.len() as f64;
-    let mean = x.iter().sum::<f64>() / n;
-    let ss: f64 = x.iter().map(|v| (v - mean) * (v - mean)).sum();
-    let unb = if x.len() > 1 { (ss / (n - 1.0)).sqrt() } else { 0.0 };
-    (mean, unb, (ss / n).sqrt())
-}
-
-/// Statistics of every group of `rewards`.
+/// Statistics and verdict of every group of `rewards`. `outcomes` (one binary outcome per
+/// sequence, optional) are used by [`EffectivenessRule::Outcome`] instead of its threshold.
 ///
 /// # Errors
-/// [`RlvrCoreError::Groups`] when `groups` does not describe `rewards.len()` sequences;
-/// [`RlvrCoreError::NonFinite`] for a NaN or infinite reward.
-pub fn group_stats(rewards: &[f64], groups: &Groups, rule: &EffectivenessRule) -> Result<Vec<GroupStats>> {
+/// [`RlvrCoreError::Groups`] when `groups` does not describe `rewards.len()` sequences (or
+/// `outcomes` has another length); [`RlvrCoreError::NonFinite`] for a NaN or infinite reward.
+pub fn group_stats(
+    rewards: &[f64],
+    outcomes: Option<&[bool]>,
+    groups: &Groups,
+    rule: &EffectivenessRule,
+) -> Result<Vec<GroupStats>> {
     groups.check_len(rewards.len(), "rewards")?;
-    rl_core::check_finite_f64("rewards", rewards)?;
+    if let Some(o) = outcomes {
+        groups.check_len(o.len(), "outcomes")?;
+    }
+    check_finite_values("rewards", rewards)?;
     let mut buf = Vec::new();
+    let mut obuf = Vec::new();
     Ok(groups
         .iter()
         .map(|m| {
             buf.clear();
             buf.extend(m.iter().map(|&i| rewards[i]));
-            let (mean, std_unbiased, std_pop) = mean_std(&buf);
-            GroupStats { size: m.len(), mean, std_unbiased, std_pop, kind: rule.classify(&buf) }
+            let o = outcomes.map(|o| {
+                obuf.clear();
+                obuf.extend(m.iter().map(|&i| o[i]));
+                obuf.as_slice()
+            });
+            let s = mean_std(&buf);
+            GroupStats {
+                size: m.len(),
+                mean: s.mean,
+                std_unbiased: s.std_unbiased,
+                std_pop: s.std_pop,
+                verdict: rule.classify(&buf, o),
+            }
         })
         .collect())
 }
@@ -299,15 +214,21 @@ mod tests {
     }
 
     #[test]
-    fn classification_with_tolerance_and_outcome_gate() {
-        let r = EffectivenessRule::default();
-        assert_eq!(r.classify(&[1.0, 1.0 + 1e-9, 1.0]), GroupKind::ZeroVariance);
-        assert_eq!(r.classify(&[0.0, 0.1, 0.0]), GroupKind::Mixed);
-        assert_eq!(r.classify(&[0.5]), GroupKind::Singleton);
-        let gate = r.success_threshold(Some(1.0));
-        assert_eq!(gate.classify(&[0.0, 0.1, 0.0]), GroupKind::AllFail);
-        assert_eq!(gate.classify(&[1.0, 1.0]), GroupKind::AllSuccess);
-        assert_eq!(gate.classify(&[1.0, 0.1]), GroupKind::Mixed);
-        assert!(EffectivenessRule::default().tolerance(-1.0).check().is_err());
+    fn stats_and_verdicts_per_group() {
+        let g = Groups::from_ids(&[7, 7, 3, 3, 3]).unwrap();
+        let st = group_stats(&[1.0, 0.0, 0.1, 0.0, 0.1], None, &g, &EffectivenessRule::default()).unwrap();
+        assert_eq!((st[0].size, st[0].mean, st[0].verdict), (2, 0.5, Verdict::Effective));
+        assert_eq!(st[1].verdict, Verdict::Ineffective(crate::IneffectiveReason::AllFailure));
+        assert!((st[0].std_unbiased - 0.5f64.sqrt()).abs() < 1e-15 && st[0].std_pop == 0.5);
+        // outcomes override the threshold, per sequence
+        let o = [true, false, true, false, false];
+        let st = group_stats(&[1.0, 0.0, 0.1, 0.0, 0.1], Some(&o), &g, &EffectivenessRule::default()).unwrap();
+        assert!(st[1].verdict.is_effective());
+        assert!(group_stats(&[1.0, 0.0], None, &g, &EffectivenessRule::default()).is_err());
+        assert!(group_stats(&[1.0; 5], Some(&[true]), &g, &EffectivenessRule::default()).is_err());
+        assert!(matches!(
+            group_stats(&[1.0, f64::NAN, 0.0, 0.0, 0.0], None, &g, &EffectivenessRule::default()),
+            Err(RlvrCoreError::NonFinite { index: 1, .. })
+        ));
     }
 }

@@ -52,12 +52,25 @@ pub struct LossInputs<'a> {
     pub entropy: Option<&'a Tensor>,
     /// Group layout of the `B` sequences (LPO only).
     pub groups: Option<&'a Groups>,
+    /// Seed of this call's random choices (Clip-Cov's token draw; required there). Derive one
+    /// per optimiser step and micro-batch, e.g. with `rl_core::derive_seed(run_seed, step)`.
+    pub seed: Option<u64>,
 }
 
 impl<'a> LossInputs<'a> {
     /// The required inputs; the optional ones start empty.
     pub fn new(logp: &'a Tensor, old_logp: &'a Tensor, advantages: &'a Tensor, mask: &'a Tensor) -> Self {
-        Self { logp, old_logp, advantages, mask, behave_logp: None, ref_logp: None, entropy: None, groups: None }
+        Self {
+            logp,
+            old_logp,
+            advantages,
+            mask,
+            behave_logp: None,
+            ref_logp: None,
+            entropy: None,
+            groups: None,
+            seed: None,
+        }
     }
     /// Sets the behaviour-policy log-probs.
     #[must_use]
@@ -81,6 +94,12 @@ impl<'a> LossInputs<'a> {
     #[must_use]
     pub fn groups(mut self, groups: &'a Groups) -> Self {
         self.groups = Some(groups);
+        self
+    }
+    /// Sets the seed of this call's random choices.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
         self
     }
 

@@ -14,9 +14,12 @@
 //! the sequence KL.
 
 use serde::{Deserialize, Serialize};
+#[cfg(feature = "tch")]
 use tch::{Kind, Tensor};
 
-use crate::error::{check_range, invalid, Result, RlvrCoreError};
+#[cfg(feature = "tch")]
+use crate::error::RlvrCoreError;
+use crate::error::{invalid, Result};
 
 /// A per-token KL estimator.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -36,13 +39,13 @@ pub enum KlEstimator {
 
 /// KL-in-loss configuration: `loss += coef · agg(kl)`.
 ///
-/// | field | default | reference |
-/// |---|---|---|
-/// | `estimator` | `K3` | verl `kl_loss_type: low_var_kl` |
-/// | `straight_through` | `false` | verl suffix `+` |
-/// | `coef` | `0.001` | verl `kl_loss_coef` |
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `estimator` | `K3` | the per-token estimator (verl `kl_loss_type: low_var_kl`) | see [`KlEstimator`] |
+/// | `straight_through` | `false` | forward value of `estimator`, gradient of `k2` (verl suffix `+`) | |
+/// | `coef` | `0.001` | β (verl `kl_loss_coef`) | ≥ 0 |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct KlParams {
     /// The estimator.
     pub estimator: KlEstimator,
@@ -63,7 +66,7 @@ impl KlParams {
     /// each optionally with the straight-through suffix `+`.
     ///
     /// # Errors
-    /// [`RlvrCoreError::InvalidParameter`] for an unknown name.
+    /// [`crate::RlvrCoreError::InvalidParameter`] for an unknown name.
     pub fn from_verl_name(name: &str, coef: f64) -> Result<Self> {
         let (base, st) = match name.strip_suffix('+') {
             Some(b) => (b, true),
@@ -85,16 +88,79 @@ impl KlParams {
         Ok(Self { estimator, straight_through: st, coef })
     }
 
-    /// Validates the coefficient (finite, `≥ 0`).
+    /// Sets the estimator.
+    #[must_use]
+    pub fn estimator(mut self, e: KlEstimator) -> Self {
+        self.estimator = e;
+        self
+    }
+    /// Sets the straight-through flag.
+    #[must_use]
+    pub fn straight_through(mut self, on: bool) -> Self {
+        self.straight_through = on;
+        self
+    }
+    /// Sets the coefficient β.
+    #[must_use]
+    pub fn coef(mut self, c: f64) -> Self {
+        self.coef = c;
+        self
+    }
+
+    /// Checks the coefficient (finite, `≥ 0`), naming it under `prefix`.
     ///
     /// # Errors
-    /// [`RlvrCoreError::InvalidParameter`].
-    pub fn check(&self) -> Result<()> {
-        check_range("kl.coef", self.coef, Some(0.0), None, "must be finite and >= 0")
+    /// [`crate::RlvrCoreError::InvalidParameter`].
+    pub fn validate_at(&self, prefix: &str) -> Result<()> {
+        if self.coef.is_finite() && self.coef >= 0.0 {
+            Ok(())
+        } else {
+            Err(invalid(&format!("{prefix}.coef"), self.coef, "must be finite and >= 0"))
+        }
+    }
+}
+
+impl rl_core::Params for KlParams {
+    type Error = crate::RlvrCoreError;
+    fn validate(&self) -> Result<()> {
+        self.validate_at("kl")
+    }
+}
+
+/// Value and derivative with respect to `logp` of one token's KL estimate, `lr = logp − ref`
+/// (the scalar form of the table above; the fused kernels use it).
+#[inline]
+pub fn kl_token(lr: f64, estimator: KlEstimator, straight_through: bool) -> (f64, f64) {
+    let (v, g) = match estimator {
+        KlEstimator::K1 => (lr, 1.0),
+        KlEstimator::Abs => (
+            lr.abs(),
+            if lr > 0.0 {
+                1.0
+            } else if lr < 0.0 {
+                -1.0
+            } else {
+                0.0
+            },
+        ),
+        KlEstimator::K2 => (0.5 * lr * lr, lr),
+        KlEstimator::K3 => {
+            let x = (-lr).clamp(-20.0, 20.0);
+            let ex = x.exp();
+            let raw = ex - x - 1.0;
+            let active = lr.abs() < 20.0 && raw < 10.0;
+            (raw.clamp(-10.0, 10.0), if active { 1.0 - ex } else { 0.0 })
+        }
+    };
+    if straight_through {
+        (v, lr)
+    } else {
+        (v, g)
     }
 }
 
 /// Per-token KL value and its derivative with respect to `logp` (no gradient recorded).
+#[cfg(feature = "tch")]
 pub(crate) fn kl_value_grad(logp: &Tensor, ref_logp: &Tensor, p: &KlParams) -> Result<(Tensor, Tensor)> {
     let _g = tch::no_grad_guard();
     let lr = logp.f_sub(ref_logp)?; // log r = logp − ref
@@ -128,6 +194,7 @@ pub(crate) fn kl_value_grad(logp: &Tensor, ref_logp: &Tensor, p: &KlParams) -> R
 ///
 /// # Errors
 /// [`RlvrCoreError::Shape`] when the shapes differ; libtorch failures.
+#[cfg(feature = "tch")]
 pub fn kl_penalty(logp: &Tensor, ref_logp: &Tensor, params: &KlParams) -> Result<Tensor> {
     if logp.size() != ref_logp.size() {
         return Err(RlvrCoreError::Shape {
@@ -146,6 +213,7 @@ pub fn kl_penalty(logp: &Tensor, ref_logp: &Tensor, params: &KlParams) -> Result
 ///
 /// # Errors
 /// [`RlvrCoreError::Shape`] for 0-D logits or an empty vocabulary; libtorch failures.
+#[cfg(feature = "tch")]
 pub fn entropy_from_logits(logits: &Tensor) -> Result<Tensor> {
     let s = logits.size();
     if s.is_empty() || s[s.len() - 1] == 0 {
@@ -164,6 +232,7 @@ pub fn entropy_from_logits(logits: &Tensor) -> Result<Tensor> {
 /// # Errors
 /// [`RlvrCoreError::Shape`] for mismatched shapes; [`RlvrCoreError::Kind`] for non-integer
 /// tokens; libtorch failures (e.g. a token id outside the vocabulary).
+#[cfg(feature = "tch")]
 pub fn token_log_probs(logits: &Tensor, tokens: &Tensor) -> Result<Tensor> {
     let s = logits.size();
     if s.len() != 3 || tokens.size() != s[..2] {
@@ -186,6 +255,7 @@ pub fn token_log_probs(logits: &Tensor, tokens: &Tensor) -> Result<Tensor> {
 }
 
 /// f64 stays f64; every other float type is computed in f32.
+#[cfg(feature = "tch")]
 pub(crate) fn to_compute_kind(x: &Tensor) -> Result<Tensor> {
     Ok(if matches!(x.kind(), Kind::Double | Kind::Float) { x.shallow_clone() } else { x.f_to_kind(Kind::Float)? })
 }

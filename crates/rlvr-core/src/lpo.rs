@@ -35,8 +35,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{check_positive, invalid, Result, RlvrCoreError};
+use crate::error::{invalid, Result, RlvrCoreError};
 use crate::groups::Groups;
+use crate::stats::check_finite_values;
 
 /// Which divergence is projected onto.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -54,15 +55,15 @@ pub enum Projection {
 
 /// LPO configuration.
 ///
-/// | field | default | reference |
-/// |---|---|---|
-/// | `projection` | `Forward` | LPO_fwd, Eq. 10 |
-/// | `temperature` | `1.0` | τ multiplier on the advantage (τ inherited from the estimator, Table 1) |
-/// | `clip_eps` | `Some(0.2)` | token log-ratio clip `[log 0.8, log 1.2]`, §4.3 |
-/// | `listwise_uses_clipped` | `false` | open choice: clipped δ inside `s_θ` |
-/// | `scale_by_group_size` | `true` | per-token coefficient `K·c` (see module docs) |
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `projection` | `Forward` | LPO_fwd, Eq. 10 | see [`Projection`] |
+/// | `temperature` | `1.0` | τ multiplier on the advantage (τ inherited from the estimator, Table 1) | > 0 |
+/// | `clip_eps` | `Some(0.2)` | token log-ratio clip `[log 0.8, log 1.2]`, §4.3 | (0, 1) |
+/// | `listwise_uses_clipped` | `false` | open choice: clipped δ inside `s_θ` | |
+/// | `scale_by_group_size` | `true` | per-token coefficient `K·c` (see module docs) | |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct LpoParams {
     /// Divergence.
     pub projection: Projection,
@@ -106,18 +107,46 @@ impl LpoParams {
         self
     }
 
-    /// Validates: `temperature > 0`, `0 < clip_eps < 1`.
+    /// Sets the projection.
+    #[must_use]
+    pub fn projection(mut self, p: Projection) -> Self {
+        self.projection = p;
+        self
+    }
+    /// Sets whether `s_θ` uses the clipped token log-ratios.
+    #[must_use]
+    pub fn listwise_uses_clipped(mut self, on: bool) -> Self {
+        self.listwise_uses_clipped = on;
+        self
+    }
+    /// Sets whether the coefficient is multiplied by the group size `K`.
+    #[must_use]
+    pub fn scale_by_group_size(mut self, on: bool) -> Self {
+        self.scale_by_group_size = on;
+        self
+    }
+
+    /// Checks `temperature > 0` and `0 < clip_eps < 1`, naming the field under `prefix`.
     ///
     /// # Errors
     /// [`RlvrCoreError::InvalidParameter`].
-    pub fn check(&self) -> Result<()> {
-        check_positive("lpo.temperature", self.temperature)?;
+    pub fn validate_at(&self, prefix: &str) -> Result<()> {
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return Err(invalid(&format!("{prefix}.temperature"), self.temperature, "must be finite and > 0"));
+        }
         if let Some(e) = self.clip_eps {
             if !(e.is_finite() && e > 0.0 && e < 1.0) {
-                return Err(invalid("lpo.clip_eps", e, "must be in (0, 1)"));
+                return Err(invalid(&format!("{prefix}.clip_eps"), e, "must be in (0, 1)"));
             }
         }
         Ok(())
+    }
+}
+
+impl rl_core::Params for LpoParams {
+    type Error = RlvrCoreError;
+    fn validate(&self) -> Result<()> {
+        self.validate_at("lpo")
     }
 }
 
@@ -184,13 +213,13 @@ pub fn lpo_coefficients(
     groups: &Groups,
     params: &LpoParams,
 ) -> Result<LpoCoefficients> {
-    params.check()?;
+    params.validate_at("lpo")?;
     groups.check_len(s_theta.len(), "s_theta")?;
     groups.check_len(s_t.len(), "s_t")?;
     groups.check_len(advantages.len(), "advantages")?;
-    rl_core::check_finite_f64("s_theta", s_theta)?;
-    rl_core::check_finite_f64("s_t", s_t)?;
-    rl_core::check_finite_f64("advantages", advantages)?;
+    check_finite_values("s_theta", s_theta)?;
+    check_finite_values("s_t", s_t)?;
+    check_finite_values("advantages", advantages)?;
     for (g, m) in groups.iter().enumerate() {
         if m.len() < 2 {
             return Err(RlvrCoreError::GroupTooSmall { group: g, size: m.len(), method: "lpo".into(), min: 2 });

@@ -1,12 +1,14 @@
 //! Policy losses, aggregation, KL, entropy and the decoupled correction: values and gradients
 //! against literal (autograd) transcriptions of the reference formulas, finite differences,
 //! micro-batch split invariance and typed errors.
+#![cfg(feature = "tch")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::needless_range_loop)]
 use rlvr_core::{
-    behaviour_weights, entropy_from_logits, kl_penalty, token_log_probs, Aggregation, CispoParams, DecoupledParams,
-    GlobalCounts, GmpoParams, Groups, GspoParams, IsLevel, IsMode, KlEstimator, KlParams, LossInputs, LossParams,
-    LpoParams, PolicyLoss, PpoParams, Projection, RlvrCoreError, SapoParams,
+    behaviour_weights, entropy_from_logits, kl_penalty, token_log_probs, Aggregation, CispoParams, ClipCovParams,
+    DecoupledParams, GlobalCounts, GmpoParams, Groups, GspoParams, IsLevel, IsMode, KlCovParams, KlEstimator, KlParams,
+    LossInputs, LossParams, LpoParams, PolicyLoss, PpoParams, Projection, RlvrCoreError, SapoParams,
 };
+use rlvr_core::{LossConfig, Params};
 use tch::{Device, Kind, Tensor};
 
 const B: i64 = 6;
@@ -45,6 +47,8 @@ fn all_losses() -> Vec<PolicyLoss> {
         PolicyLoss::Sapo(SapoParams::default()),
         PolicyLoss::Reinforce,
         PolicyLoss::Gmpo(GmpoParams { eps_low: 0.2, eps_high: 0.2 }),
+        PolicyLoss::ClipCov(ClipCovParams::default().ratio(1.0).cov_bounds(0.0, 5.0)),
+        PolicyLoss::KlCov(KlCovParams::default().ratio(0.2).kl_coef(0.5)),
         PolicyLoss::Lpo(LpoParams::new(Projection::Forward)),
         PolicyLoss::Lpo(LpoParams::new(Projection::Reverse)),
         PolicyLoss::Lpo(LpoParams::new(Projection::Pointwise).clip_eps(None)),
@@ -70,11 +74,11 @@ fn ours(
     counts: &GlobalCounts,
 ) -> (f64, Tensor) {
     let x = logp.detach().copy().set_requires_grad(true);
-    let mut inp = LossInputs::new(&x, &c.old, &c.adv, &c.mask).groups(groups).reference(&c.refl);
+    let mut inp = LossInputs::new(&x, &c.old, &c.adv, &c.mask).seed(0).groups(groups).reference(&c.refl);
     if behave {
         inp = inp.behaviour(&c.behave);
     }
-    let out = p.check().unwrap().loss(&inp, counts).unwrap();
+    let out = LossConfig::new(p.check().unwrap()).loss(&inp, counts).unwrap();
     out.loss.backward();
     (f64::try_from(&out.loss).unwrap(), x.grad())
 }
@@ -151,6 +155,41 @@ fn reference(loss: &PolicyLoss, logp: &Tensor, c: &Case) -> Tensor {
             let ratio = ((dmin * m).sum_dim_intlist(1, false, Kind::Double) / &n).exp();
             (-c.adv.shallow_clone() * ratio).mean(Kind::Double)
         }
+        // verl clip_cov with ratio 1 (every candidate is cut, so the draw plays no part):
+        // unclamped r; candidates are unclipped tokens with cov in (lb, ub)
+        PolicyLoss::ClipCov(p) => {
+            let r = (logp - &c.old).exp();
+            let l1 = -&a * &r;
+            let l2 = -&a * r.clamp(1.0 - p.eps_low, 1.0 + p.eps_high);
+            let clip_by_origin = l2.gt_tensor(&l1).logical_and(&m.gt(0.0));
+            let af = a.expand_as(m);
+            let mm = |x: &Tensor| (x * m).sum(Kind::Double) / (m.sum(Kind::Double) + 1e-8);
+            let cov = (&af - mm(&af)) * (logp - mm(&logp.detach()));
+            let cand = cov.lt(p.cov_ub).logical_and(&cov.gt(p.cov_lb)).logical_and(&m.gt(0.0));
+            let cand = cand.logical_and(&clip_by_origin.logical_not());
+            assert!(p.ratio >= 1.0, "the reference cuts every candidate");
+            let corr = cand.logical_not().to_kind(Kind::Double);
+            token_mean(&(l1.maximum(&l2) * corr), m)
+        }
+        // verl kl_cov: −A r, plus β|δ| on the top-k covariance tokens (plain means over valid)
+        PolicyLoss::KlCov(p) => {
+            let d = logp - &c.old;
+            let r = d.exp();
+            let l1 = -&a * &r;
+            let lkl = &l1 + d.abs() * p.kl_coef;
+            let valid = m.gt(0.0);
+            let af = a.expand_as(m);
+            let av = af.masked_select(&valid);
+            let lv = logp.detach().masked_select(&valid);
+            let cov = (&av - av.mean(Kind::Double)) * (&lv - lv.mean(Kind::Double));
+            let k = ((av.size()[0] as f64 * p.ratio) as i64).max(1);
+            let (_, top) = cov.topk(k, 0, true, true);
+            let valid_idx = valid.flatten(0, -1).nonzero().flatten(0, -1);
+            let flat_idx = valid_idx.index_select(0, &top);
+            let sel =
+                Tensor::zeros([m.numel() as i64], (Kind::Bool, Device::Cpu)).index_fill(0, &flat_idx, 1).view_as(m);
+            token_mean(&lkl.where_self(&sel, &l1), m)
+        }
         PolicyLoss::Lpo(_) => unreachable!("LPO is checked against lpo_coefficients"),
     }
 }
@@ -211,9 +250,10 @@ fn gradients_match_finite_differences_for_every_loss_aggregation_and_kl() {
                     let corr = behave.then(DecoupledParams::default);
                     let p = LossParams::new(loss).aggregation(agg).kl(*kl).correction(corr);
                     let (_, g) = ours(&p, &c, &c.logp, behave, &groups, &counts);
-                    let cfg = p.check().unwrap();
+                    let cfg = LossConfig::new(p.check().unwrap());
                     let value = |x: &Tensor| {
-                        let mut inp = LossInputs::new(x, &c.old, &c.adv, &c.mask).groups(&groups).reference(&c.refl);
+                        let mut inp =
+                            LossInputs::new(x, &c.old, &c.adv, &c.mask).seed(0).groups(&groups).reference(&c.refl);
                         if behave {
                             inp = inp.behaviour(&c.behave);
                         }
@@ -245,7 +285,9 @@ fn micro_batch_split_gives_the_full_batch_loss_and_gradient() {
     let full_groups = Groups::uniform(3, 2).unwrap();
     let (g1, g2) = (Groups::uniform(1, 2).unwrap(), Groups::uniform(2, 2).unwrap());
     for dp in [1usize, 2] {
-        for loss in all_losses() {
+        // Clip-Cov and KL-Cov select tokens per micro-batch (as verl does), so they are not
+        // split-invariant by design
+        for loss in all_losses().into_iter().filter(|l| !matches!(l, PolicyLoss::ClipCov(_) | PolicyLoss::KlCov(_))) {
             for agg in all_aggs() {
                 for behave in [false, true] {
                     let p = LossParams::new(loss)
@@ -304,8 +346,8 @@ fn decoupled_weight_is_exactly_one_on_policy() {
                 // behave == old: identical to no correction, bit for bit
                 let with = LossParams::new(loss).correction(Some(p));
                 let x = c.logp.detach().copy().set_requires_grad(true);
-                let inp = LossInputs::new(&x, &c.old, &c.adv, &c.mask).groups(&groups).behaviour(&c.old);
-                let out = with.check().unwrap().loss(&inp, &counts).unwrap();
+                let inp = LossInputs::new(&x, &c.old, &c.adv, &c.mask).seed(0).groups(&groups).behaviour(&c.old);
+                let out = LossConfig::new(with.check().unwrap()).loss(&inp, &counts).unwrap();
                 out.loss.backward();
                 let (v0, g0) = ours(&LossParams::new(loss), &c, &c.logp, false, &groups, &counts);
                 assert_eq!(f64::try_from(&out.loss).unwrap(), v0, "{}", loss.name());
@@ -410,19 +452,16 @@ fn entropy_bonus_and_token_log_probs() {
     let adv = Tensor::from_slice(&[1.0f64, -1.0]);
     let mask = Tensor::ones([2, 3], D);
     let counts = GlobalCounts::local(&mask).unwrap();
-    let cfg = LossParams::new(PolicyLoss::Reinforce).entropy_coef(0.1).check().unwrap();
-    let out = cfg.loss(&LossInputs::new(&lp, &old, &adv, &mask).entropy(&h), &counts).unwrap();
+    let cfg = LossConfig::new(LossParams::new(PolicyLoss::Reinforce).entropy_coef(0.1).check().unwrap());
+    let out = cfg.loss(&LossInputs::new(&lp, &old, &adv, &mask).seed(0).entropy(&h), &counts).unwrap();
     let g = Tensor::run_backward(&[&out.loss], &[&logits], true, false);
     let manual_loss = (-adv.unsqueeze(1) * &lp).mean(Kind::Double) - 0.1 * h.mean(Kind::Double);
     let gm = Tensor::run_backward(&[&manual_loss], &[&logits], false, false);
     assert!(max_abs_diff(&g[0], &gm[0]) < 1e-12);
     assert!((out.metrics.entropy.unwrap() - f64::try_from(h.mean(Kind::Double)).unwrap()).abs() < 1e-12);
     assert!(matches!(
-        LossParams::new(PolicyLoss::Reinforce)
-            .entropy_coef(0.1)
-            .check()
-            .unwrap()
-            .loss(&LossInputs::new(&lp, &old, &adv, &mask), &counts),
+        LossConfig::new(LossParams::new(PolicyLoss::Reinforce).entropy_coef(0.1).check().unwrap())
+            .loss(&LossInputs::new(&lp, &old, &adv, &mask).seed(0), &counts),
         Err(RlvrCoreError::MissingInput { .. })
     ));
 }
@@ -434,8 +473,9 @@ fn ppo_clip_metrics_count_each_branch() {
     let logp = Tensor::from_slice(&[1.5f64.ln(), 0.5f64.ln(), 4.0f64.ln(), 0.0]).view([4, 1]);
     let adv = Tensor::from_slice(&[1.0f64, -1.0, -1.0, 1.0]);
     let mask = Tensor::ones([4, 1], D);
-    let cfg = LossParams::default().check().unwrap();
-    let out = cfg.loss(&LossInputs::new(&logp, &old, &adv, &mask), &GlobalCounts::local(&mask).unwrap()).unwrap();
+    let cfg = LossConfig::new(LossParams::default().check().unwrap());
+    let out =
+        cfg.loss(&LossInputs::new(&logp, &old, &adv, &mask).seed(0), &GlobalCounts::local(&mask).unwrap()).unwrap();
     let m = &out.metrics;
     assert_eq!(
         (m.clipfrac_upper, m.clipfrac_lower, m.clipfrac_dual, m.clipfrac),
@@ -453,38 +493,38 @@ fn bad_inputs_are_typed_errors_never_panics() {
     let c = case(1);
     let groups = Groups::uniform(3, 2).unwrap();
     let counts = GlobalCounts::local(&c.mask).unwrap();
-    let cfg = LossParams::default().check().unwrap();
+    let cfg = LossConfig::new(LossParams::default().check().unwrap());
     let wide = Tensor::zeros([B, T + 1], D);
-    let r = cfg.loss(&LossInputs::new(&c.logp, &wide, &c.adv, &c.mask), &counts);
+    let r = cfg.loss(&LossInputs::new(&c.logp, &wide, &c.adv, &c.mask).seed(0), &counts);
     assert!(matches!(r, Err(RlvrCoreError::Shape { ref what, .. }) if what == "old_logp"), "{r:?}");
     let bad_adv = Tensor::zeros([B + 1], D);
     assert!(matches!(
-        cfg.loss(&LossInputs::new(&c.logp, &c.old, &bad_adv, &c.mask), &counts),
+        cfg.loss(&LossInputs::new(&c.logp, &c.old, &bad_adv, &c.mask).seed(0), &counts),
         Err(RlvrCoreError::Shape { .. })
     ));
     let nan = c.old.copy();
     let _ = nan.get(2).get(3).fill_(f64::NAN);
-    let r = cfg.loss(&LossInputs::new(&c.logp, &nan, &c.adv, &c.mask), &counts);
+    let r = cfg.loss(&LossInputs::new(&c.logp, &nan, &c.adv, &c.mask).seed(0), &counts);
     assert!(matches!(r, Err(RlvrCoreError::NonFinite { ref what, index: 13, .. }) if what == "old_logp"), "{r:?}");
     let inf = c.logp.copy();
     let _ = inf.get(0).get(0).fill_(f64::INFINITY);
     assert!(matches!(
-        cfg.loss(&LossInputs::new(&inf, &c.old, &c.adv, &c.mask), &counts),
+        cfg.loss(&LossInputs::new(&inf, &c.old, &c.adv, &c.mask).seed(0), &counts),
         Err(RlvrCoreError::NonFinite { .. })
     ));
     let empty = Tensor::zeros([0, T], D);
     assert!(matches!(
-        cfg.loss(&LossInputs::new(&empty, &empty, &empty, &empty), &counts),
+        cfg.loss(&LossInputs::new(&empty, &empty, &empty, &empty).seed(0), &counts),
         Err(RlvrCoreError::Empty { .. })
     ));
     let ints = Tensor::zeros([B, T], (Kind::Int64, Device::Cpu));
     assert!(matches!(
-        cfg.loss(&LossInputs::new(&ints, &c.old, &c.adv, &c.mask), &counts),
+        cfg.loss(&LossInputs::new(&ints, &c.old, &c.adv, &c.mask).seed(0), &counts),
         Err(RlvrCoreError::Kind { .. })
     ));
     // LPO without groups, with a singleton group, with groups of the wrong length
-    let lpo = LossParams::new(PolicyLoss::Lpo(LpoParams::default())).check().unwrap();
-    let base = LossInputs::new(&c.logp, &c.old, &c.adv, &c.mask);
+    let lpo = LossConfig::new(LossParams::new(PolicyLoss::Lpo(LpoParams::default())).check().unwrap());
+    let base = LossInputs::new(&c.logp, &c.old, &c.adv, &c.mask).seed(0);
     assert!(matches!(lpo.loss(&base, &counts), Err(RlvrCoreError::MissingInput { .. })));
     let single = Groups::from_ids(&[0, 0, 1, 1, 1, 2]).unwrap();
     assert!(matches!(lpo.loss(&base.groups(&single), &counts), Err(RlvrCoreError::GroupTooSmall { group: 2, .. })));
@@ -492,7 +532,7 @@ fn bad_inputs_are_typed_errors_never_panics() {
     assert!(matches!(lpo.loss(&base.groups(&short), &counts), Err(RlvrCoreError::Groups(_))));
     assert!(lpo.loss(&base.groups(&groups), &counts).is_ok());
     // KL without reference log-probs
-    let kl = LossParams::default().kl(Some(KlParams::default())).check().unwrap();
+    let kl = LossConfig::new(LossParams::default().kl(Some(KlParams::default())).check().unwrap());
     assert!(matches!(kl.loss(&base, &counts), Err(RlvrCoreError::MissingInput { .. })));
     // counts: all rows masked, dp 0, NaN
     assert!(matches!(GlobalCounts::local(&Tensor::zeros([2, 3], D)), Err(RlvrCoreError::Counts(_))));
@@ -500,7 +540,7 @@ fn bad_inputs_are_typed_errors_never_panics() {
     assert!(GlobalCounts::new(f64::NAN, 2.0, 1).is_err());
     // invalid parameters name the field
     let e = LossParams::new(PolicyLoss::Ppo(PpoParams::default().dual_clip(Some(0.5)))).check().unwrap_err();
-    assert!(e.to_string().contains("ppo.dual_clip"), "{e}");
+    assert!(e.to_string().contains("`policy.dual_clip`"), "{e}");
     assert!(LossParams::new(PolicyLoss::Lpo(LpoParams::default().temperature(0.0))).check().is_err());
     assert!(LossParams::new(PolicyLoss::Ppo(PpoParams::default().ratio_cap(Some(1.1)))).check().is_err());
 }
@@ -516,8 +556,8 @@ fn all_masked_rows_contribute_nothing() {
     for loss in all_losses() {
         for agg in all_aggs() {
             let x = c.logp.detach().copy().set_requires_grad(true);
-            let cfg = LossParams::new(loss).aggregation(agg).check().unwrap();
-            let out = cfg.loss(&LossInputs::new(&x, &c.old, &c.adv, &mask).groups(&groups), &counts).unwrap();
+            let cfg = LossConfig::new(LossParams::new(loss).aggregation(agg).check().unwrap());
+            let out = cfg.loss(&LossInputs::new(&x, &c.old, &c.adv, &mask).seed(0).groups(&groups), &counts).unwrap();
             out.loss.backward();
             assert!(f64::try_from(&out.loss).unwrap().is_finite());
             assert_eq!(f64::try_from(x.grad().get(1).abs().sum(Kind::Double)).unwrap(), 0.0, "{}", loss.name());
@@ -531,12 +571,12 @@ fn float32_and_bool_mask_match_float64() {
     let groups = Groups::uniform(3, 2).unwrap();
     let counts = GlobalCounts::local(&c.mask).unwrap();
     for loss in all_losses() {
-        let cfg = LossParams::new(loss).check().unwrap();
+        let cfg = LossConfig::new(LossParams::new(loss).check().unwrap());
         let (v64, _) = ours(&LossParams::new(loss), &c, &c.logp, false, &groups, &counts);
         let f = |t: &Tensor| t.to_kind(Kind::Float);
         let (lp, old, adv) = (f(&c.logp), f(&c.old), f(&c.adv));
         let mb = c.mask.gt(0.0);
-        let out = cfg.loss(&LossInputs::new(&lp, &old, &adv, &mb).groups(&groups), &counts).unwrap();
+        let out = cfg.loss(&LossInputs::new(&lp, &old, &adv, &mb).seed(0).groups(&groups), &counts).unwrap();
         assert_eq!(out.loss.kind(), Kind::Float);
         let v32 = f64::try_from(&out.loss).unwrap();
         assert!((v32 - v64).abs() < 1e-5 * (1.0 + v64.abs()), "{}: {v32} vs {v64}", loss.name());

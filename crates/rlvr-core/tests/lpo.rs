@@ -1,11 +1,13 @@
 //! LPO: the golden table of research/rlvr.md section 8, the paper's invariants (Corollary 1,
 //! Proposition 1) and off-policy use with behaviour log-probs.
+#![cfg(feature = "tch")]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::needless_range_loop)]
 use proptest::prelude::*;
 use rlvr_core::{
     lpo_coefficients, AdvantageEstimator, AdvantageParams, Aggregation, GlobalCounts, Groups, LossInputs, LossParams,
     LpoParams, PolicyLoss, Projection,
 };
+use rlvr_core::{AdvantageConfig, LossConfig, Params};
 use tch::{Device, Kind, Tensor};
 
 const D: (Kind, Device) = (Kind::Double, Device::Cpu);
@@ -46,7 +48,8 @@ fn golden_table_on_policy() {
 fn zero_variance_groups_give_exactly_zero_coefficients_on_policy() {
     let g = Groups::uniform(2, 4).unwrap();
     let rewards = [1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0];
-    let adv = AdvantageParams::default().check().unwrap().compute(&rewards, &g, None).unwrap().values;
+    let adv =
+        AdvantageConfig::new(AdvantageParams::default().check().unwrap()).compute(&rewards, &g, None).unwrap().values;
     let zeros = [0.0; 8];
     for proj in [Projection::Forward, Projection::Reverse] {
         let c = lpo_coefficients(&zeros, &zeros, &adv, &g, &LpoParams::new(proj)).unwrap();
@@ -61,8 +64,9 @@ fn reverse_kl_gradient_equals_pg_gradient_on_policy() {
     // gradient equals the REINFORCE loss gradient −A ∇logp under any aggregation.
     let groups = Groups::uniform(3, 4).unwrap();
     let rewards = [1.0, 0., 0., 1., 0., 0., 0., 1., 0.3, 0.9, 0.1, 0.5];
-    let adv =
-        AdvantageParams::new(AdvantageEstimator::grpo()).check().unwrap().compute(&rewards, &groups, None).unwrap();
+    let adv = AdvantageConfig::new(AdvantageParams::new(AdvantageEstimator::grpo()).check().unwrap())
+        .compute(&rewards, &groups, None)
+        .unwrap();
     let adv = Tensor::from_slice(&adv.values); // f64: zero-mean to rounding
     tch::manual_seed(1);
     let old = Tensor::randn([12, 6], D) - 2.0;
@@ -72,7 +76,7 @@ fn reverse_kl_gradient_equals_pg_gradient_on_policy() {
     for agg in [Aggregation::TokenMean, Aggregation::SeqMeanTokenSum, Aggregation::SeqMeanTokenMean] {
         let grad = |loss: PolicyLoss| {
             let x = old.copy().set_requires_grad(true);
-            let cfg = LossParams::new(loss).aggregation(agg).check().unwrap();
+            let cfg = LossConfig::new(LossParams::new(loss).aggregation(agg).check().unwrap());
             let out = cfg.loss(&LossInputs::new(&x, &old, &adv, &mask).groups(&groups), &counts).unwrap();
             out.loss.backward();
             x.grad()
@@ -101,7 +105,9 @@ fn off_policy_lpo_uses_behaviour_log_probs_in_the_listwise_softmax() {
     let counts = GlobalCounts::local(&mask).unwrap();
     for proj in [Projection::Forward, Projection::Reverse] {
         let p = LpoParams::new(proj).clip_eps(None);
-        let cfg = LossParams::new(PolicyLoss::Lpo(p)).aggregation(Aggregation::SeqMeanTokenSum).check().unwrap();
+        let cfg = LossConfig::new(
+            LossParams::new(PolicyLoss::Lpo(p)).aggregation(Aggregation::SeqMeanTokenSum).check().unwrap(),
+        );
         let x = logp.detach().copy().set_requires_grad(true);
         let out =
             cfg.loss(&LossInputs::new(&x, &old, &adv, &mask).groups(&groups).behaviour(&behave), &counts).unwrap();
@@ -131,7 +137,7 @@ fn token_clip_removes_the_gradient_outside_the_band() {
     let logp = Tensor::from_slice(&[1.5f64.ln(), 0.0, 0.0, 0.0]).view([2, 2]).set_requires_grad(true);
     let adv = Tensor::from_slice(&[1.0f64, -1.0]);
     let mask = Tensor::ones([2, 2], D);
-    let cfg = LossParams::new(PolicyLoss::Lpo(LpoParams::default())).check().unwrap();
+    let cfg = LossConfig::new(LossParams::new(PolicyLoss::Lpo(LpoParams::default())).check().unwrap());
     let out = cfg
         .loss(&LossInputs::new(&logp, &old, &adv, &mask).groups(&groups), &GlobalCounts::local(&mask).unwrap())
         .unwrap();

@@ -5,11 +5,15 @@ use std::sync::Arc;
 
 use rand::Rng;
 use rl_core::seed::{rng_from_seed, SeededRng};
-use rl_core::Metrics;
+use rl_core::{Metrics, Params, Valid};
+use rlvr_core::stats::mean_std;
+use rlvr_core::{
+    AdvantageConfig, AdvantageInputs, AdvantageParams, Groups, IneffectiveReason, ReasonCounts, SingletonGroups,
+    Verdict,
+};
 use serde::{Deserialize, Serialize};
 
-use crate::advantage::mean_std;
-use crate::effectiveness::{GroupEffectiveness, IneffectiveReason, Verdict};
+use crate::effectiveness::GroupEffectiveness;
 use crate::error::{ReplayError, Result};
 use crate::group::Group;
 use crate::params::{AdvantageMode, Priority, ReplayParams, Sampling, Shortfall};
@@ -34,32 +38,6 @@ pub trait OffPolicyScorer {
 impl<F: FnMut(&Group, u64) -> f64> OffPolicyScorer for F {
     fn divergence(&mut self, group: &Group, current_version: u64) -> f64 {
         self(group, current_version)
-    }
-}
-
-/// Counts of ineffective groups per [`IneffectiveReason`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReasonCounts([u64; 6]);
-
-impl ReasonCounts {
-    /// The count for `reason`.
-    pub fn get(&self, reason: IneffectiveReason) -> u64 {
-        self.0[reason.index()]
-    }
-
-    /// Sum over all reasons.
-    pub fn total(&self) -> u64 {
-        self.0.iter().sum()
-    }
-
-    fn add(&mut self, reason: IneffectiveReason) {
-        self.0[reason.index()] += 1;
-    }
-
-    fn merge(&mut self, other: &ReasonCounts) {
-        for (a, b) in self.0.iter_mut().zip(other.0) {
-            *a += b;
-        }
     }
 }
 
@@ -322,6 +300,7 @@ enum SlotKind {
 /// batches through `Arc`, so `fill` copies no token data.
 ///
 /// ```
+/// use rl_core::Params;
 /// use rlvr_replay::{GroupBuilder, GroupReplayBuffer, Origin, ReplayParams};
 /// fn group(prompt: u64, version: u64, rewards: [f32; 2]) -> rlvr_replay::Result<rlvr_replay::Group> {
 ///     let mut b = GroupBuilder::new(prompt, version);
@@ -330,7 +309,7 @@ enum SlotKind {
 ///     }
 ///     b.finish()
 /// }
-/// let mut buf = GroupReplayBuffer::new(ReplayParams::new(2))?;
+/// let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).check()?)?;
 /// // step 0: one effective group (stored), one all-fail group (nothing to replay yet)
 /// let b0 = buf.fill(vec![group(0, 0, [1.0, 0.0])?, group(1, 0, [0.0, 0.0])?], 0)?;
 /// assert_eq!((b0.len(), b0.fill_ratio()), (1, 0.5));
@@ -342,7 +321,10 @@ enum SlotKind {
 /// ```
 #[derive(Debug, Clone)]
 pub struct GroupReplayBuffer {
-    params: ReplayParams,
+    params: Valid<ReplayParams>,
+    /// The estimator for groups whose advantages the buffer computes (no re-classification:
+    /// `fill` already judged them effective).
+    advantage: AdvantageConfig,
     /// Oldest first.
     entries: VecDeque<Entry>,
     bytes: u64,
@@ -372,12 +354,14 @@ impl GroupReplayBuffer {
     /// An empty buffer.
     ///
     /// # Errors
-    /// [`ReplayError::InvalidParameter`] from [`ReplayParams::check`].
-    pub fn new(params: ReplayParams) -> Result<Self> {
-        let params = params.check()?;
+    /// [`ReplayError::Rlvr`] if the estimator's parameters do not form a valid
+    /// [`AdvantageParams`] (they always do for checked params).
+    pub fn new(params: Valid<ReplayParams>) -> Result<Self> {
         let rng = rng_from_seed(params.seed);
+        let advantage = advantage_config(&params)?;
         Ok(Self {
             params,
+            advantage,
             entries: VecDeque::new(),
             bytes: 0,
             step: 0,
@@ -390,7 +374,7 @@ impl GroupReplayBuffer {
     }
 
     /// The parameters.
-    pub fn params(&self) -> &ReplayParams {
+    pub fn params(&self) -> &Valid<ReplayParams> {
         &self.params
     }
 
@@ -508,16 +492,17 @@ impl GroupReplayBuffer {
     ///
     /// `policy_version` is the version of the current (proximal) policy; ages are measured
     /// against it. `effectiveness` overrides the configured rule; `scorer` is required by
-    /// [`Priority::Kl`] and ignored otherwise.
+    /// [`Priority::Kl`] and ignored otherwise. Rewards need no check here: every [`Group`]
+    /// holds finite rewards by construction.
     ///
     /// # Errors
     /// Nothing is changed when an error is returned.
     /// - [`ReplayError::VersionRegressed`]: `policy_version` is older than a previous one;
     /// - [`ReplayError::GroupSize`]: a group's `K` differs from `group_size`;
     /// - [`ReplayError::FutureVersion`]: a group's version is newer than `policy_version`;
-    /// - [`ReplayError::NonFinite`]: a NaN/infinite reward (index `slot · K + k`) or
-    ///   divergence score;
-    /// - [`ReplayError::MissingScorer`].
+    /// - [`ReplayError::NonFinite`]: a NaN/infinite divergence score;
+    /// - [`ReplayError::MissingScorer`];
+    /// - [`ReplayError::Rlvr`]: the advantage computation failed (not with checked params).
     pub fn fill_with(
         &mut self,
         groups: Vec<Group>,
@@ -541,13 +526,6 @@ impl GroupReplayBuffer {
                     index,
                     group_version: g.policy_version(),
                     current: policy_version,
-                });
-            }
-            if let Some(j) = g.rewards().iter().position(|r| !r.is_finite()) {
-                return Err(ReplayError::NonFinite {
-                    what: "rewards",
-                    index: index * k + j,
-                    value: f64::from(g.rewards()[j]),
                 });
             }
         }
@@ -575,24 +553,52 @@ impl GroupReplayBuffer {
             .collect();
         let needed = kinds.iter().filter(|s| !matches!(s, SlotKind::Effective)).count();
 
-        // 3. Choose replays (the scorer is the last thing that can fail).
-        let chosen = if needed == 0 { Vec::new() } else { self.choose(needed, policy_version, scorer)? };
+        // 3. Choose replays on a copy of the generator (committed at the end).
+        let mut rng = self.rng.clone();
+        let chosen = if needed == 0 { Vec::new() } else { self.choose(needed, policy_version, scorer, &mut rng)? };
+
+        // 4. Advantages the buffer computes: fresh effective groups that came without, and the
+        //    chosen replays under `Recompute`, in one call (the last thing that can fail).
+        let recompute = self.params.advantage_mode == AdvantageMode::Recompute;
+        let fresh_todo: Vec<usize> = kinds
+            .iter()
+            .enumerate()
+            .filter(|(i, s)| matches!(s, SlotKind::Effective) && groups[*i].advantages().is_none())
+            .map(|(i, _)| i)
+            .collect();
+        let replay_todo: Vec<usize> =
+            chosen.iter().copied().filter(|&idx| recompute || self.entries[idx].group.advantages().is_none()).collect();
+        let todo: Vec<&Group> = fresh_todo
+            .iter()
+            .map(|&i| &groups[i])
+            .chain(replay_todo.iter().map(|&idx| &*self.entries[idx].group))
+            .collect();
+        let mut computed = compute_advantages(&self.advantage, &todo)?.into_iter();
+        let mut fresh_adv: Vec<Option<Vec<f32>>> = vec![None; groups.len()];
+        for &i in &fresh_todo {
+            fresh_adv[i] = computed.next();
+        }
+        let mut replay_adv: Vec<Option<Vec<f32>>> = vec![None; chosen.len()];
+        for (slot, idx) in chosen.iter().enumerate() {
+            if replay_todo.contains(idx) {
+                replay_adv[slot] = computed.next();
+            }
+        }
 
         // ---- From here on nothing fails. ----
+        self.rng = rng;
         let mut report = FillReport { step: self.step, policy_version, target: groups.len(), ..FillReport::default() };
         let mut replays = Vec::with_capacity(chosen.len());
         let mut age_sum = 0u64;
-        for &idx in &chosen {
-            let recompute = self.params.advantage_mode == AdvantageMode::Recompute;
-            let estimator = self.params.estimator;
+        for (&idx, recomputed) in chosen.iter().zip(replay_adv) {
             let e = &mut self.entries[idx];
             e.times_replayed += 1;
             let age = policy_version.saturating_sub(e.group.policy_version());
             age_sum += age;
             report.max_replay_age = report.max_replay_age.max(age);
-            let advantages = match e.group.advantages() {
-                Some(a) if !recompute => a.to_vec(),
-                _ => estimator.compute(e.group.rewards()),
+            let advantages = match recomputed {
+                Some(a) => a,
+                None => e.group.advantages().map(<[f32]>::to_vec).unwrap_or_default(),
             };
             let origin =
                 Origin::Replayed { id: e.id, age, insert_step: e.insert_step, times_replayed: e.times_replayed };
@@ -606,11 +612,10 @@ impl GroupReplayBuffer {
         let mut batch = Vec::with_capacity(groups.len());
         let mut to_store = Vec::new();
         let mut replays = replays.into_iter();
-        for (slot, (mut g, kind)) in groups.into_iter().zip(kinds).enumerate() {
+        for (slot, ((mut g, kind), adv)) in groups.into_iter().zip(kinds).zip(fresh_adv).enumerate() {
             match kind {
                 SlotKind::Effective => {
-                    if g.advantages().is_none() {
-                        let a = self.params.estimator.compute(g.rewards());
+                    if let Some(a) = adv {
                         g.set_advantages_unchecked(a);
                     }
                     let advantages = g.advantages().map(<[f32]>::to_vec).unwrap_or_default();
@@ -648,7 +653,7 @@ impl GroupReplayBuffer {
             }
         }
 
-        // 4. Evict stale and exhausted groups, then store this step's effective ones.
+        // 5. Evict stale and exhausted groups, then store this step's effective ones.
         let (max_age, max_replays) = (self.params.max_age, self.params.max_replays);
         let mut freed = 0u64;
         self.entries.retain(|e| {
@@ -686,7 +691,7 @@ impl GroupReplayBuffer {
             report.stored += 1;
         }
 
-        // 5. Counters.
+        // 6. Counters.
         let t = &mut self.totals;
         t.steps += 1;
         t.groups_seen += report.target as u64;
@@ -706,7 +711,13 @@ impl GroupReplayBuffer {
     }
 
     /// Indices (into `entries`) of up to `needed` replayable groups, best first.
-    fn choose(&mut self, needed: usize, current: u64, scorer: Option<&mut dyn OffPolicyScorer>) -> Result<Vec<usize>> {
+    fn choose(
+        &self,
+        needed: usize,
+        current: u64,
+        scorer: Option<&mut dyn OffPolicyScorer>,
+        rng: &mut SeededRng,
+    ) -> Result<Vec<usize>> {
         let (max_age, max_replays) = (self.params.max_age, self.params.max_replays);
         let eligible =
             |e: &Entry| current.saturating_sub(e.group.policy_version()) <= max_age && e.times_replayed < max_replays;
@@ -725,14 +736,13 @@ impl GroupReplayBuffer {
                 Priority::QualityRecency { decay } => {
                     let age = current.saturating_sub(g.policy_version());
                     let age = i32::try_from(age).unwrap_or(i32::MAX);
-                    mean_std(g.rewards(), 1).1 * decay.powi(age)
+                    mean_std(g.rewards()).std_unbiased * decay.powi(age)
                 }
                 Priority::AdvantageStd => {
-                    let abs_sum: f64 = match g.advantages() {
-                        Some(a) => a.iter().map(|&x| f64::from(x.abs())).sum(),
-                        None => self.params.estimator.compute(g.rewards()).iter().map(|&x| f64::from(x.abs())).sum(),
-                    };
-                    abs_sum * mean_std(g.rewards(), 1).1
+                    // stored groups carry the advantages `fill` gave them (a group restored
+                    // without any scores 0)
+                    let abs_sum: f64 = g.advantages().unwrap_or(&[]).iter().map(|&x| f64::from(x.abs())).sum();
+                    abs_sum * mean_std(g.rewards()).std_unbiased
                 }
                 Priority::Kl => {
                     let d = match scorer.as_mut() {
@@ -752,7 +762,7 @@ impl GroupReplayBuffer {
             // Efraimidis–Spirakis: key = ln(u) / w, keep the largest keys.
             for s in &mut scored {
                 let w = s.0.max(0.0);
-                let u: f64 = 1.0 - self.rng.random::<f64>(); // (0, 1]
+                let u: f64 = 1.0 - rng.random::<f64>(); // (0, 1]
                 s.0 = if w > 0.0 { u.ln() / w } else { f64::NEG_INFINITY };
             }
         }
@@ -765,7 +775,7 @@ impl GroupReplayBuffer {
     /// shared, not copied, until serialised.
     pub fn checkpoint(&self) -> ReplayCheckpoint {
         ReplayCheckpoint {
-            params: self.params.clone(),
+            params: ReplayParams::clone(&self.params),
             entries: self.entries.iter().cloned().collect(),
             step: self.step,
             last_version: self.last_version,
@@ -784,6 +794,7 @@ impl GroupReplayBuffer {
     pub fn restore(checkpoint: ReplayCheckpoint) -> Result<Self> {
         let ReplayCheckpoint { params, entries, step, last_version, next_id, rng, totals, last_report } = checkpoint;
         let params = params.check()?;
+        let advantage = advantage_config(&params)?;
         let bad = |msg: String| Err(ReplayError::Checkpoint(msg));
         if entries.len() > params.capacity_groups {
             return bad(format!("{} groups > capacity_groups {}", entries.len(), params.capacity_groups));
@@ -809,15 +820,45 @@ impl GroupReplayBuffer {
         if bytes > params.capacity_bytes {
             return bad(format!("{bytes} bytes > capacity_bytes {}", params.capacity_bytes));
         }
-        Ok(Self { params, entries: entries.into(), bytes, step, last_version, next_id, rng, totals, last_report })
+        Ok(Self {
+            params,
+            advantage,
+            entries: entries.into(),
+            bytes,
+            step,
+            last_version,
+            next_id,
+            rng,
+            totals,
+            last_report,
+        })
     }
+}
+
+/// The buffer's estimator: the configured one, without re-classification (every group it
+/// computes was judged effective by `fill`) and with `A = 0` for groups of one.
+fn advantage_config(p: &ReplayParams) -> Result<AdvantageConfig> {
+    let params = AdvantageParams::new(p.estimator).zero_ineffective(false).singleton(SingletonGroups::Zero).check()?;
+    Ok(AdvantageConfig::new(params))
+}
+
+/// Advantages of `groups` (all of one size `K`) in one estimator call, one `Vec` per group.
+fn compute_advantages(cfg: &AdvantageConfig, groups: &[&Group]) -> Result<Vec<Vec<f32>>> {
+    let Some(first) = groups.first() else { return Ok(Vec::new()) };
+    let k = first.k();
+    let rewards: Vec<f64> = groups.iter().flat_map(|g| g.rewards().iter().map(|&r| f64::from(r))).collect();
+    let lengths: Vec<usize> =
+        groups.iter().flat_map(|g| g.offsets().windows(2).map(|w| (w[1] - w[0]) as usize)).collect();
+    let layout = Groups::uniform(groups.len(), k)?;
+    let adv = cfg.compute_inputs(&AdvantageInputs::new(&rewards, &layout).lengths(&lengths))?;
+    Ok(adv.values.chunks(k).map(|c| c.iter().map(|&a| a as f32).collect()).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::group::FlatResponses;
-    use crate::{EffectivenessRule, IneffectiveReason};
+    use crate::EffectivenessRule;
 
     fn group(prompt: u64, version: u64, rewards: &[f32]) -> Result<Group> {
         let k = rewards.len();
@@ -842,51 +883,87 @@ mod tests {
         b.iter().map(|g| g.group().prompt_id()).collect()
     }
 
+    const AF: IneffectiveReason = IneffectiveReason::AllFailure;
+    const AS: IneffectiveReason = IneffectiveReason::AllSuccess;
+
     #[test]
     fn replaces_ineffective_newest_first() -> Result<()> {
-        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).capacity_groups(8))?;
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).capacity_groups(8).check()?)?;
         let b = buf.fill(vec![group(0, 0, &EFF)?, group(1, 0, &EFF)?, group(2, 0, &EFF)?], 0)?;
         assert_eq!((b.len(), b.fill_ratio(), b.report.stored), (3, 1.0, 3));
         let b = buf.fill(vec![group(10, 1, &FAIL)?, group(11, 1, &EFF)?, group(12, 1, &WIN)?], 1)?;
         assert_eq!(prompts(&b), vec![2, 11, 1]);
+        assert_eq!(b.iter().map(BatchGroup::slot).collect::<Vec<_>>(), vec![0, 1, 2]);
         assert!(b.groups[0].is_replayed() && !b.groups[1].is_replayed());
-        assert_eq!(b.report.ineffective.get(IneffectiveReason::ZeroVariance), 2);
+        assert_eq!(b.groups[0].origin(), Origin::Replayed { id: 2, age: 1, insert_step: 0, times_replayed: 1 });
+        assert_eq!(b.groups[2].origin(), Origin::Replayed { id: 1, age: 1, insert_step: 0, times_replayed: 1 });
+        assert_eq!(
+            (b.report.ineffective.get(AF), b.report.ineffective.get(AS), b.report.ineffective.total()),
+            (1, 1, 2)
+        );
+        assert_eq!((b.report.fresh, b.report.replayed, b.report.target), (1, 2, 3));
         assert_eq!(b.report.replay_fraction(), 2.0 / 3.0);
+        assert_eq!((b.report.mean_replay_age, b.report.max_replay_age), (1.0, 1));
         // replayed once (max_replays = 1): evicted; 0 and 11 remain
         assert_eq!(buf.iter().map(|s| s.group.prompt_id()).collect::<Vec<_>>(), vec![11, 0]);
-        assert_eq!(buf.totals().replayed, 2);
+        assert_eq!(b.report.exhausted_evicted, 2);
+        let t = buf.totals();
+        assert_eq!((t.steps, t.groups_seen, t.effective, t.replayed, t.stored), (2, 6, 4, 2, 4));
+        assert_eq!((t.ineffective.get(AF), t.ineffective.total(), t.exhausted_evicted), (1, 2, 2));
+        // a slot whose input group was dropped keeps the input order of the others
+        let b =
+            buf.fill(vec![group(20, 2, &FAIL)?, group(21, 2, &FAIL)?, group(22, 2, &EFF)?, group(23, 2, &FAIL)?], 2)?;
+        assert_eq!(b.iter().map(BatchGroup::slot).collect::<Vec<_>>(), vec![0, 1, 2]);
+        assert_eq!(prompts(&b), vec![11, 0, 22]);
+        assert_eq!((b.report.dropped, buf.totals().unfilled, buf.totals().ineffective.get(AF)), (1, 1, 4));
         Ok(())
     }
 
     #[test]
     fn partial_batch_when_buffer_runs_dry() -> Result<()> {
-        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2))?;
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).check()?)?;
         let b = buf.fill(vec![group(0, 0, &FAIL)?, group(1, 0, &EFF)?], 0)?;
         assert_eq!((b.len(), b.fill_ratio(), b.report.dropped), (1, 0.5, 1));
-        let mut keep = GroupReplayBuffer::new(ReplayParams::new(2).shortfall(Shortfall::KeepIneffective))?;
+        assert_eq!(b.groups[0].slot(), 1);
+        let mut keep = GroupReplayBuffer::new(ReplayParams::new(2).shortfall(Shortfall::KeepIneffective).check()?)?;
         let b = keep.fill(vec![group(0, 0, &FAIL)?, group(1, 0, &EFF)?], 0)?;
-        assert_eq!((b.len(), b.fill_ratio()), (2, 0.5));
-        assert_eq!(b.groups[0].origin(), Origin::Unfilled { reason: Some(IneffectiveReason::ZeroVariance) });
+        assert_eq!((b.len(), b.fill_ratio(), b.report.kept_unfilled), (2, 0.5, 1));
+        assert_eq!(b.groups[0].origin(), Origin::Unfilled { reason: Some(AF) });
         assert!(b.groups[0].advantages().iter().all(|&a| a == 0.0));
+        assert_eq!(b.report.replay_fraction(), 0.0);
+        // one stored group, two ineffective inputs: replayed 1 of 3 batch groups
+        let b = keep.fill(vec![group(2, 1, &WIN)?, group(3, 1, &FAIL)?, group(4, 1, &EFF)?], 1)?;
+        assert_eq!((b.report.replayed, b.report.kept_unfilled, b.report.fresh), (1, 1, 1));
+        assert_eq!(b.report.replay_fraction(), 1.0 / 3.0);
+        assert_eq!(b.fill_ratio(), 2.0 / 3.0);
+        assert_eq!(b.groups[1].origin(), Origin::Unfilled { reason: Some(AF) });
+        assert_eq!(keep.totals().unfilled, 2);
         Ok(())
     }
 
     #[test]
     fn stale_groups_are_rejected_and_evicted() -> Result<()> {
-        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).max_age(1))?;
-        buf.fill(vec![group(0, 0, &EFF)?], 0)?;
-        // version 2: stored group is 2 versions old -> stale; the input of version 0 too
-        let b = buf.fill(vec![group(1, 2, &FAIL)?, group(2, 0, &EFF)?], 2)?;
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).max_age(1).capacity_groups(4).check()?)?;
+        buf.fill(vec![group(0, 0, &EFF)?, group(1, 0, &EFF)?], 0)?;
+        // version 2: both stored groups are 2 versions old -> stale; the input of version 0 too
+        let b = buf.fill(vec![group(2, 2, &FAIL)?, group(3, 0, &EFF)?], 2)?;
         assert!(b.is_empty());
-        assert_eq!((b.report.stale_evicted, b.report.stale_inputs), (1, 1));
+        assert_eq!((b.report.stale_evicted, b.report.stale_inputs, b.report.stale_rejections()), (2, 1, 3));
         assert!(buf.is_empty());
-        assert_eq!(buf.totals().stale_rejections, 2);
+        assert_eq!(buf.totals().stale_rejections, 3);
+        let m = b.report.metrics();
+        assert_eq!(m.get("replay/stale_rejections"), Some(3.0));
+        // a kept stale input is Unfilled without a reason
+        let mut keep =
+            GroupReplayBuffer::new(ReplayParams::new(2).max_age(0).shortfall(Shortfall::KeepIneffective).check()?)?;
+        let b = keep.fill(vec![group(4, 0, &EFF)?], 1)?;
+        assert_eq!(b.groups[0].origin(), Origin::Unfilled { reason: None });
         Ok(())
     }
 
     #[test]
     fn bad_input_changes_nothing() -> Result<()> {
-        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2))?;
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).check()?)?;
         buf.fill(vec![group(0, 3, &EFF)?], 3)?;
         let before = buf.checkpoint();
         let e = buf.fill(vec![group(1, 3, &FAIL)?, group(2, 3, &[1.0, 0.0, 1.0])?], 3);
@@ -895,22 +972,24 @@ mod tests {
             buf.fill(vec![group(1, 2, &FAIL)?], 2),
             Err(ReplayError::VersionRegressed { last: 3, got: 2 })
         ));
-        assert!(matches!(buf.fill(vec![group(1, 5, &FAIL)?], 4), Err(ReplayError::FutureVersion { .. })));
-        let mut nan = group(1, 3, &EFF)?;
-        // bypass the setter's check the way a buggy deserialiser could not; use set_rewards
-        assert!(nan.set_rewards(&[f32::NAN, 0.0]).is_err());
-        let kl = GroupReplayBuffer::new(ReplayParams::new(2).priority(Priority::Kl))?.fill(vec![nan], 3);
-        assert!(matches!(kl, Err(ReplayError::MissingScorer)));
+        assert!(matches!(
+            buf.fill(vec![group(1, 3, &FAIL)?, group(1, 5, &FAIL)?], 4),
+            Err(ReplayError::FutureVersion { index: 1, group_version: 5, current: 4 })
+        ));
         assert_eq!(buf.checkpoint(), before);
+        let mut kl = GroupReplayBuffer::new(ReplayParams::new(2).priority(Priority::Kl).check()?)?;
+        assert!(matches!(kl.fill(vec![group(1, 3, &FAIL)?], 3), Err(ReplayError::MissingScorer)));
+        assert_eq!(kl.step(), 0);
         Ok(())
     }
 
     #[test]
     fn priorities_order_replays() -> Result<()> {
+        // strong: σ = 4.24, |A| sum 1.41 (GRPO); weak: σ = 0.07
         let strong = [3.0, -3.0];
-        let weak = [0.1, 0.0];
+        let weak = [1.0, 0.9];
         let fill3 = |p: ReplayParams| -> Result<Vec<u64>> {
-            let mut buf = GroupReplayBuffer::new(p.capacity_groups(8).max_replays(3))?;
+            let mut buf = GroupReplayBuffer::new(p.capacity_groups(8).max_replays(3).check()?)?;
             buf.fill(vec![group(0, 0, &strong)?], 0)?;
             buf.fill(vec![group(1, 1, &weak)?], 1)?;
             Ok(prompts(&buf.fill(vec![group(9, 2, &FAIL)?, group(9, 2, &FAIL)?], 2)?))
@@ -918,28 +997,63 @@ mod tests {
         assert_eq!(fill3(ReplayParams::new(2))?, vec![1, 0]);
         assert_eq!(fill3(ReplayParams::new(2).priority(Priority::AdvantageStd))?, vec![0, 1]);
         assert_eq!(fill3(ReplayParams::new(2).priority(Priority::QualityRecency { decay: 0.5 }))?, vec![0, 1]);
-        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).priority(Priority::Kl))?;
+        // a steep decay favours the newer weak group: 4.24 · 0.01² < 0.07 · 0.01
+        assert_eq!(fill3(ReplayParams::new(2).priority(Priority::QualityRecency { decay: 0.01 }))?, vec![1, 0]);
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).priority(Priority::Kl).check()?)?;
         let mut kl = |g: &Group, _: u64| if g.prompt_id() == 0 { 0.01 } else { 1.0 };
         buf.fill_with(vec![group(0, 0, &EFF)?, group(1, 0, &EFF)?], 0, None, Some(&mut kl))?;
         let b = buf.fill_with(vec![group(9, 1, &FAIL)?], 1, None, Some(&mut kl))?;
         assert_eq!(prompts(&b), vec![0]);
         let mut nan = |_: &Group, _: u64| f64::NAN;
-        assert!(buf.fill_with(vec![group(9, 1, &FAIL)?], 1, None, Some(&mut nan)).is_err());
+        let before = buf.checkpoint();
+        assert!(matches!(
+            buf.fill_with(vec![group(9, 1, &FAIL)?], 1, None, Some(&mut nan)),
+            Err(ReplayError::NonFinite { what: "divergence score", .. })
+        ));
+        assert_eq!(buf.checkpoint(), before);
         Ok(())
     }
 
     #[test]
-    fn recompute_and_custom_effectiveness() -> Result<()> {
+    fn recompute_reuse_and_custom_effectiveness() -> Result<()> {
         let p =
             ReplayParams::new(2).advantage_mode(AdvantageMode::Recompute).estimator(crate::AdvantageEstimator::DrGrpo);
-        let mut buf = GroupReplayBuffer::new(p)?;
+        let mut buf = GroupReplayBuffer::new(p.check()?)?;
         let fresh = buf.fill(vec![group(0, 0, &[2.0, 0.0])?.with_advantages(vec![5.0, -5.0])?], 0)?;
         assert_eq!(fresh.groups[0].advantages(), &[5.0, -5.0]);
         let b = buf.fill(vec![group(1, 1, &FAIL)?], 1)?;
         assert_eq!(b.groups[0].advantages(), &[1.0, -1.0]);
         let rule = EffectivenessRule::Outcome { success_threshold: 0.5 };
         let b = buf.fill_with(vec![group(2, 1, &[0.1, 0.2])?], 1, Some(&rule), None)?;
-        assert_eq!(b.report.ineffective.get(IneffectiveReason::AllFailure), 1);
+        assert_eq!(b.report.ineffective.get(AF), 1);
+        // Reuse (default): the stored advantages come back unchanged
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).check()?)?;
+        buf.fill(vec![group(0, 0, &[2.0, 0.0])?.with_advantages(vec![5.0, -5.0])?], 0)?;
+        assert_eq!(buf.fill(vec![group(1, 1, &FAIL)?], 1)?.groups[0].advantages(), &[5.0, -5.0]);
+        Ok(())
+    }
+
+    #[test]
+    fn computed_advantages_are_rlvr_cores_over_the_groups_of_the_call() -> Result<()> {
+        // GPG's α and REINFORCE++-baseline's whitening are batch statistics: they are taken
+        // over the groups whose advantages this fill computes (here all three, the middle one
+        // with shaped rewards judged effective by a σ rule)
+        for est in [crate::AdvantageEstimator::gpg(), crate::AdvantageEstimator::reinforce_pp_baseline()] {
+            let p = ReplayParams::new(2).estimator(est).effectiveness(EffectivenessRule::reward_std());
+            let mut buf = GroupReplayBuffer::new(p.check()?)?;
+            let rewards = [[1.0f32, 0.0], [0.5, 0.0], [1.0, 0.25]];
+            let b =
+                buf.fill(rewards.iter().enumerate().map(|(i, r)| group(i as u64, 0, r)).collect::<Result<_>>()?, 0)?;
+            let flat: Vec<f64> = rewards.iter().flatten().map(|&r| f64::from(r)).collect();
+            let want = AdvantageConfig::new(AdvantageParams::new(est).zero_ineffective(false).check()?)
+                .compute(&flat, &Groups::uniform(3, 2)?, Some(&[2; 6]))?
+                .values;
+            let got: Vec<f64> = b.iter().flat_map(|g| g.advantages().iter().map(|&a| f64::from(a))).collect();
+            for (g, w) in got.iter().zip(&want) {
+                assert!((g - w).abs() < 1e-6, "{est:?}: {got:?} vs {want:?}");
+            }
+            assert!(b.iter().all(|g| g.group().advantages().is_some()));
+        }
         Ok(())
     }
 
@@ -947,19 +1061,54 @@ mod tests {
     fn byte_capacity_and_oversize() -> Result<()> {
         // stored groups carry their K advantages
         let one = entry_bytes(&group(0, 0, &EFF)?.with_advantages(vec![0.7, -0.7])?);
-        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).capacity_bytes(2 * one))?;
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).capacity_bytes(2 * one).check()?)?;
         let b = buf.fill((0..3).map(|p| group(p, 0, &EFF)).collect::<Result<_>>()?, 0)?;
         assert_eq!((buf.len(), buf.bytes(), b.report.capacity_evicted), (2, 2 * one, 1));
-        let mut tiny = GroupReplayBuffer::new(ReplayParams::new(2).capacity_bytes(one - 1))?;
-        assert_eq!(tiny.fill(vec![group(0, 0, &EFF)?], 0)?.report.rejected_oversize, 1);
+        assert_eq!(buf.iter().map(|s| s.group.prompt_id()).collect::<Vec<_>>(), vec![2, 1]);
+        let mut tiny = GroupReplayBuffer::new(ReplayParams::new(2).capacity_bytes(one - 1).check()?)?;
+        let b = tiny.fill(vec![group(0, 0, &EFF)?], 0)?;
+        assert_eq!((b.report.rejected_oversize, b.report.stored, tiny.totals().rejected_oversize), (1, 0, 1));
         assert!(tiny.is_empty());
+        let mut exact = GroupReplayBuffer::new(ReplayParams::new(2).capacity_bytes(one).check()?)?;
+        assert_eq!(exact.fill(vec![group(0, 0, &EFF)?], 0)?.report.stored, 1);
+        assert_eq!(exact.totals().capacity_evicted, 0);
         Ok(())
+    }
+
+    #[test]
+    fn fill_report_figures() {
+        let r = FillReport {
+            target: 5,
+            fresh: 2,
+            replayed: 1,
+            kept_unfilled: 1,
+            dropped: 1,
+            stale_inputs: 2,
+            stale_evicted: 3,
+            ..FillReport::default()
+        };
+        assert_eq!(r.fill_ratio(), 3.0 / 5.0);
+        assert_eq!(r.replay_fraction(), 1.0 / 4.0);
+        assert_eq!(r.stale_rejections(), 5);
+        let m = r.metrics();
+        assert_eq!(m.get("replay/fill_ratio"), Some(0.6));
+        assert_eq!(m.get("replay/replay_fraction"), Some(0.25));
+        assert_eq!(m.get("replay/stale_rejections"), Some(5.0));
+        assert_eq!(m.get("replay/dropped"), Some(1.0));
+        assert_eq!(FillReport::default().fill_ratio(), 1.0);
+        assert_eq!(FillReport::default().replay_fraction(), 0.0);
+        let mut r = FillReport::default();
+        r.ineffective.add(AF);
+        r.ineffective.add(IneffectiveReason::Singleton);
+        let m = r.metrics();
+        assert_eq!((m.get("replay/ineffective"), m.get("replay/ineffective/all_failure")), (Some(2.0), Some(1.0)));
+        assert_eq!(m.get("replay/ineffective/singleton"), Some(1.0));
     }
 
     #[test]
     fn checkpoint_round_trip_and_metrics() -> anyhow::Result<()> {
         let p = ReplayParams::new(2).priority(Priority::AdvantageStd).sampling(Sampling::Proportional).max_replays(2);
-        let mut buf = GroupReplayBuffer::new(p)?;
+        let mut buf = GroupReplayBuffer::new(p.check()?)?;
         buf.fill((0..6).map(|p| group(p, 0, &[p as f32, 0.0])).collect::<Result<_>>()?, 0)?;
         let json = serde_json::to_string(&buf.checkpoint())?;
         let mut resumed = GroupReplayBuffer::restore(serde_json::from_str(&json)?)?;
@@ -969,9 +1118,15 @@ mod tests {
         }
         assert_eq!(buf.checkpoint(), resumed.checkpoint());
         let m = buf.metrics();
-        for key in ["replay/occupancy", "replay/mean_age", "replay/fill_ratio", "replay/ineffective/zero_variance"] {
-            assert!(m.get(key).is_some(), "{key}");
-        }
+        let t = buf.totals();
+        assert_eq!(m.get("replay/total/ineffective"), Some(t.ineffective.total() as f64));
+        assert_eq!(m.get("replay/total/ineffective"), Some(10.0)); // [0, 0] at step 0 + 3 per later step
+        assert_eq!(m.get("replay/ineffective/all_failure"), Some(3.0));
+        assert_eq!(m.get("replay/occupancy"), Some(buf.len() as f64));
+        assert_eq!(m.get("replay/total/steps"), Some(4.0));
+        let (mean_age, max_age) = buf.age_stats();
+        assert_eq!((m.get("replay/mean_age"), m.get("replay/max_age")), (Some(mean_age), Some(max_age as f64)));
+        assert!(max_age >= 1);
         let mut bad: serde_json::Value = serde_json::from_str(&json)?;
         bad["next_id"] = 0.into();
         assert!(GroupReplayBuffer::restore(serde_json::from_value(bad)?).is_err());

@@ -81,12 +81,12 @@ pub enum ReplayError {
     /// A parameter was outside its valid range.
     #[error("invalid parameter `{name}` = {value}: {reason}")]
     InvalidParameter {
-        /// Parameter name.
-        name: &'static str,
+        /// Parameter name (dotted path inside the params).
+        name: String,
         /// The value passed, formatted.
         value: String,
         /// Why it is invalid.
-        reason: &'static str,
+        reason: String,
     },
     /// [`Priority::Kl`](crate::Priority::Kl) needs an
     /// [`OffPolicyScorer`](crate::OffPolicyScorer); none was passed to `fill_with`.
@@ -98,8 +98,7 @@ pub enum ReplayError {
     /// Error from `rl-core`.
     #[error(transparent)]
     Core(#[from] rl_core::RlCoreError),
-    /// Error from `rlvr-core` (feature `tch`).
-    #[cfg(feature = "tch")]
+    /// Error from `rlvr-core` (advantage computation; the tensor side).
     #[error(transparent)]
     Rlvr(#[from] rlvr_core::RlvrCoreError),
     /// libtorch error (feature `tch`).
@@ -111,10 +110,10 @@ pub enum ReplayError {
 /// `Result` with [`ReplayError`].
 pub type Result<T, E = ReplayError> = std::result::Result<T, E>;
 
-/// First non-finite entry of `values` as a typed error.
+/// First non-finite entry of `values` (`rlvr-core`'s check) as this crate's typed error.
 pub(crate) fn check_finite(what: &'static str, values: &[f32]) -> Result<()> {
-    match values.iter().position(|v| !v.is_finite()) {
-        Some(index) => Err(ReplayError::NonFinite { what, index, value: f64::from(values[index]) }),
+    match rlvr_core::stats::first_non_finite(values) {
+        Some((index, value)) => Err(ReplayError::NonFinite { what, index, value }),
         None => Ok(()),
     }
 }

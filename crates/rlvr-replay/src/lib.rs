@@ -12,24 +12,30 @@
 //! - [`Group`] / [`GroupBuilder`]: one prompt's `K` responses (token ids, behaviour
 //!   log-probs, mask), rewards, optional outcomes and advantages, and the one policy version
 //!   that sampled them; flat storage within 1% of the raw data.
-//! - [`GroupEffectiveness`]: pluggable predicates; [`EffectivenessRule`]: reward σ above a
-//!   tolerance, mixed binary outcomes, mean inside a band, conjunctions.
+//! - [`EffectivenessRule`] (from `rlvr-core`, the one definition every crate uses): by default
+//!   a group is effective when some responses succeed and some fail (attached binary outcomes,
+//!   else `reward ≥ 1`); reward σ above a tolerance, a mean band and conjunctions are the
+//!   alternatives. [`GroupEffectiveness`] takes caller-defined predicates. Every ineffective
+//!   group is counted by [`IneffectiveReason`].
 //! - [`GroupReplayBuffer`] with [`ReplayParams`]: capacity in groups and bytes, newest-first
 //!   replay, maximum age in policy versions, maximum replays per group, other
 //!   [`Priority`]s (quality × recency decay, Σ|A|·σ, KL through an [`OffPolicyScorer`]),
-//!   advantages reused or recomputed ([`AdvantageEstimator`]), exact [`ReplayCheckpoint`]s.
+//!   advantages reused or recomputed with any of `rlvr-core`'s outcome estimators
+//!   ([`AdvantageEstimator`]), exact [`ReplayCheckpoint`]s.
 //! - [`FillReport`] / [`GroupReplayBuffer::metrics`]: occupancy, ages, replay fraction,
 //!   stale rejections, ineffective counts per reason, fill ratio.
 //! - Feature `tch`: `tensor::TensorBatch` turns a [`FilledBatch`] into `rlvr-core`'s loss
 //!   input, with the behaviour log-probs that make the decoupled correction apply to replayed
 //!   groups only.
 //!
-//! Nothing here links libtorch unless the `tch` feature is on.
+//! Nothing here links libtorch unless the `tch` feature is on (`rlvr-core` is used without
+//! its `tch` feature).
 //!
 //! ```
 //! use rlvr_replay::{GroupBuilder, GroupReplayBuffer, Origin, ReplayParams};
 //!
-//! let mut buffer = GroupReplayBuffer::new(ReplayParams::new(4).max_age(2))?;
+//! use rl_core::Params;
+//! let mut buffer = GroupReplayBuffer::new(ReplayParams::new(4).max_age(2).check()?)?;
 //! for step in 0..3u64 {
 //!     // One step's rollouts: prompt p gets 4 responses; prompt 0 always fails after step 0.
 //!     let groups = (0..2u64)
@@ -59,7 +65,6 @@
 #![deny(missing_debug_implementations)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod advantage;
 pub mod buffer;
 pub mod effectiveness;
 pub mod error;
@@ -68,22 +73,24 @@ pub mod params;
 #[cfg(feature = "tch")]
 pub mod tensor;
 
-/// `rlvr-core`, re-exported for the tensor side (feature `tch`).
-#[cfg(feature = "tch")]
+/// `rlvr-core`, re-exported (its tensor side with feature `tch`).
 pub use rlvr_core;
 /// `tch`, re-exported for the tensor side (feature `tch`).
 #[cfg(feature = "tch")]
 pub use tch;
 
-pub use advantage::AdvantageEstimator;
 pub use buffer::{
-    BatchGroup, FillReport, FilledBatch, GroupReplayBuffer, OffPolicyScorer, Origin, ReasonCounts, ReplayCheckpoint,
-    ReplayTotals, StoredGroup,
+    BatchGroup, FillReport, FilledBatch, GroupReplayBuffer, OffPolicyScorer, Origin, ReplayCheckpoint, ReplayTotals,
+    StoredGroup,
 };
-pub use effectiveness::{EffectivenessRule, GroupEffectiveness, IneffectiveReason, Verdict};
+pub use effectiveness::GroupEffectiveness;
 pub use error::{ReplayError, Result};
 pub use group::{FlatResponses, Group, GroupBuilder, Response, LOGP_TOLERANCE};
 pub use params::{AdvantageMode, Priority, ReplayParams, Sampling, Shortfall};
+/// The parameter convention (`ReplayParams::check()` → [`Valid`]).
+pub use rl_core::{Params, Valid};
+/// The shared definitions of `rlvr-core`, re-exported under their old paths.
+pub use rlvr_core::{AdvantageEstimator, EffectivenessRule, IneffectiveReason, ReasonCounts, Verdict};
 
 #[cfg(test)]
 mod autotraits {

@@ -1,12 +1,12 @@
 //! Configuration of the group replay buffer.
 
+use rlvr_core::{AdvantageEstimator, EffectivenessRule};
 use serde::{Deserialize, Serialize};
 
-use crate::advantage::AdvantageEstimator;
-use crate::effectiveness::EffectivenessRule;
 use crate::error::{ReplayError, Result};
 
-/// Which stored groups are replayed first.
+/// Which stored groups are replayed first. In a config: `"recency"`,
+/// `{"quality_recency": {"decay": 0.9}}`, `"advantage_std"`, `"kl"`.
 ///
 /// `age` is `current_version − group.policy_version`; σ is the unbiased standard deviation of
 /// the group's rewards; `A` its stored advantages.
@@ -27,13 +27,18 @@ pub enum Priority {
     Recency,
     /// Reward σ times `decay^age`.
     QualityRecency {
-        /// Per-version decay in `(0, 1]`.
+        /// Per-version decay in `(0, 1]` (default `0.5`).
+        #[serde(default = "half")]
         decay: f64,
     },
     /// `Σ|A|·σ`.
     AdvantageStd,
     /// Smallest caller-estimated divergence to the current policy first.
     Kl,
+}
+
+fn half() -> f64 {
+    0.5
 }
 
 /// How replayed groups are drawn given their priorities.
@@ -87,21 +92,33 @@ pub enum Shortfall {
 /// | `max_replays` | 1 | times one stored group may be replayed | ≥ 1 |
 /// | `priority` | `Recency` | replay order | see [`Priority`] |
 /// | `sampling` | `Greedy` | draw rule | see [`Sampling`] |
-/// | `effectiveness` | `RewardStd { tol: 1e-6 }` | which groups carry signal | see [`EffectivenessRule`] |
+/// | `effectiveness` | by outcome: `Outcome { success_threshold: 1.0 }` | which groups carry signal (`rlvr-core`'s one rule; `RewardStd { tol }` for the variance gate) | see [`EffectivenessRule`] |
 /// | `advantage_mode` | `Reuse` | replayed advantages reused or recomputed | see [`AdvantageMode`] |
-/// | `estimator` | GRPO, eps 1e-6, unbiased σ | advantages of groups that come without | see [`AdvantageEstimator`] |
+/// | `estimator` | GRPO, eps 1e-6, Bessel σ (verl) | advantages of groups that come without; any `rlvr-core` outcome estimator but ReMax (which needs greedy baselines: attach those advantages with `Group::with_advantages`) | see [`AdvantageEstimator`] |
 /// | `shortfall` | `Drop` | unfillable slots | see [`Shortfall`] |
 /// | `seed` | 0 | seed of the generator used by proportional sampling | any |
 ///
+/// Advantages the buffer computes (fresh groups that come without, replayed groups under
+/// [`AdvantageMode::Recompute`]) are computed in one call per `fill` over those groups, with
+/// the groups' response lengths (OPO, REINFORCE++ whitening weights); the batch-level
+/// estimators (REINFORCE++, REINFORCE++-baseline, batch std, GPG) take their batch statistics
+/// over exactly those groups. The groups were already judged effective by `fill`, so the
+/// estimator does not zero any of them again.
+///
 /// ```
+/// use rl_core::Params;
 /// use rlvr_replay::{Priority, ReplayParams};
 /// let p = ReplayParams::new(16).capacity_groups(256).max_age(2).priority(Priority::AdvantageStd).check()?;
 /// assert_eq!(p.group_size, 16);
 /// assert!(ReplayParams::new(0).check().is_err());
-/// # Ok::<(), rlvr_replay::ReplayError>(())
+/// // from a config: fields default, misspelt fields are errors
+/// let p: ReplayParams = serde_json::from_str(r#"{"group_size": 4, "priority": {"quality_recency": {}}}"#)?;
+/// assert_eq!(p.priority, Priority::QualityRecency { decay: 0.5 });
+/// assert!(serde_json::from_str::<ReplayParams>(r#"{"max_ages": 2}"#).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ReplayParams {
     /// Responses per group `K`.
     pub group_size: usize,
@@ -166,6 +183,10 @@ impl ReplayParams {
     }
 
     setter!(
+        /// Sets `group_size`.
+        group_size: usize
+    );
+    setter!(
         /// Sets `capacity_groups`.
         capacity_groups: usize
     );
@@ -209,13 +230,15 @@ impl ReplayParams {
         /// Sets `seed`.
         seed: u64
     );
+}
 
-    /// Validates the parameters and returns them.
-    ///
-    /// # Errors
-    /// [`ReplayError::InvalidParameter`] naming the first bad field.
-    pub fn check(self) -> Result<Self> {
-        let bad = |name, value: String, reason| Err(ReplayError::InvalidParameter { name, value, reason });
+impl rl_core::Params for ReplayParams {
+    type Error = ReplayError;
+    /// Checks every field, naming the first bad one.
+    fn validate(&self) -> Result<()> {
+        let bad = |name: &str, value: String, reason: &str| {
+            Err(ReplayError::InvalidParameter { name: name.into(), value, reason: reason.into() })
+        };
         if self.group_size == 0 {
             return bad("group_size", "0".into(), "must be >= 1");
         }
@@ -240,46 +263,104 @@ impl ReplayParams {
                 "needs a non-negative priority (quality_recency or advantage_std)",
             );
         }
-        if let AdvantageEstimator::Grpo { eps, .. } = self.estimator {
-            if !(eps.is_finite() && eps >= 0.0) {
-                return bad("estimator.eps", eps.to_string(), "must be finite and >= 0");
-            }
+        if self.estimator == AdvantageEstimator::ReMax {
+            return bad(
+                "estimator",
+                "remax".into(),
+                "needs greedy baselines the buffer does not have; attach advantages with Group::with_advantages",
+            );
         }
-        if let Err((name, value, reason)) = self.effectiveness.check() {
-            return bad(name, value, reason);
-        }
-        Ok(self)
+        rlvr_core::AdvantageParams::new(self.estimator).validate()?;
+        self.effectiveness.validate_at("effectiveness")?;
+        Ok(())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rl_core::Params;
+    use rlvr_core::RlvrCoreError;
+
+    fn field(e: ReplayError) -> String {
+        match e {
+            ReplayError::InvalidParameter { name, .. } => name,
+            ReplayError::Rlvr(RlvrCoreError::InvalidParameter { name, .. }) => name,
+            e => panic!("{e:?}"),
+        }
+    }
 
     #[test]
-    fn check_rejects_bad_fields() {
+    fn check_rejects_bad_fields_by_name() {
         assert!(ReplayParams::default().check().is_ok());
-        for p in [
-            ReplayParams::new(4).capacity_groups(0),
-            ReplayParams::new(4).capacity_bytes(0),
-            ReplayParams::new(4).max_replays(0),
-            ReplayParams::new(4).priority(Priority::QualityRecency { decay: 0.0 }),
-            ReplayParams::new(4).priority(Priority::QualityRecency { decay: f64::NAN }),
-            ReplayParams::new(4).sampling(Sampling::Proportional),
-            ReplayParams::new(4).estimator(AdvantageEstimator::Grpo { eps: -1.0, unbiased: true }),
-            ReplayParams::new(4).effectiveness(EffectivenessRule::RewardStd { tol: -1.0 }),
-        ] {
-            assert!(matches!(p.check(), Err(ReplayError::InvalidParameter { .. })));
+        let cases = [
+            (ReplayParams::new(4).group_size(0), "group_size"),
+            (ReplayParams::new(4).capacity_groups(0), "capacity_groups"),
+            (ReplayParams::new(4).capacity_bytes(0), "capacity_bytes"),
+            (ReplayParams::new(4).max_replays(0), "max_replays"),
+            (ReplayParams::new(4).priority(Priority::QualityRecency { decay: 0.0 }), "priority.decay"),
+            (ReplayParams::new(4).priority(Priority::QualityRecency { decay: 1.5 }), "priority.decay"),
+            (ReplayParams::new(4).priority(Priority::QualityRecency { decay: f64::NAN }), "priority.decay"),
+            (ReplayParams::new(4).sampling(Sampling::Proportional), "sampling"),
+            (ReplayParams::new(4).priority(Priority::Kl).sampling(Sampling::Proportional), "sampling"),
+            (ReplayParams::new(4).estimator(AdvantageEstimator::ReMax), "estimator"),
+            (
+                ReplayParams::new(4).estimator(AdvantageEstimator::Grpo { eps: -1.0, std: Default::default() }),
+                "estimator.eps",
+            ),
+            (ReplayParams::new(4).effectiveness(EffectivenessRule::RewardStd { tol: -1.0 }), "effectiveness.tol"),
+        ];
+        for (p, name) in cases {
+            assert_eq!(field(p.clone().check().unwrap_err()), name, "{p:?}");
         }
+        // the boundaries that are allowed, and every setter with a non-default value
+        let p = ReplayParams::new(3)
+            .capacity_groups(1)
+            .capacity_bytes(1)
+            .max_age(0)
+            .max_replays(1)
+            .priority(Priority::QualityRecency { decay: 1.0 })
+            .sampling(Sampling::Proportional)
+            .effectiveness(EffectivenessRule::reward_std())
+            .advantage_mode(AdvantageMode::Recompute)
+            .estimator(AdvantageEstimator::Rloo)
+            .shortfall(Shortfall::KeepIneffective)
+            .seed(9);
+        let v = p.clone().check().unwrap();
+        assert_eq!(
+            *v,
+            ReplayParams {
+                group_size: 3,
+                capacity_groups: 1,
+                capacity_bytes: 1,
+                max_age: 0,
+                max_replays: 1,
+                priority: Priority::QualityRecency { decay: 1.0 },
+                sampling: Sampling::Proportional,
+                effectiveness: EffectivenessRule::reward_std(),
+                advantage_mode: AdvantageMode::Recompute,
+                estimator: AdvantageEstimator::Rloo,
+                shortfall: Shortfall::KeepIneffective,
+                seed: 9,
+            }
+        );
+        assert!(ReplayParams::new(4).priority(Priority::AdvantageStd).sampling(Sampling::Proportional).check().is_ok());
     }
 
     #[test]
     fn params_load_from_json_with_defaults() -> anyhow::Result<()> {
         let p: ReplayParams =
-            serde_json::from_str(r#"{"group_size": 4, "priority": {"quality_recency": {"decay": 0.5}}}"#)?;
+            serde_json::from_str(r#"{"group_size": 4, "priority": {"quality_recency": {"decay": 0.25}}}"#)?;
         assert_eq!(p.group_size, 4);
-        assert_eq!(p.priority, Priority::QualityRecency { decay: 0.5 });
+        assert_eq!(p.priority, Priority::QualityRecency { decay: 0.25 });
         assert_eq!(p.capacity_groups, 64);
+        assert_eq!(p.effectiveness, EffectivenessRule::outcome());
+        let p: ReplayParams = serde_json::from_str(
+            r#"{"effectiveness": {"reward_std": {}}, "estimator": {"kind": "rloo"}, "shortfall": "keep_ineffective"}"#,
+        )?;
+        assert_eq!((p.effectiveness, p.estimator), (EffectivenessRule::reward_std(), AdvantageEstimator::Rloo));
+        assert!(serde_json::from_str::<ReplayParams>(r#"{"group_sise": 4}"#).is_err());
+        assert!(serde_json::from_str::<rl_core::Valid<ReplayParams>>(r#"{"group_size": 0}"#).is_err());
         Ok(())
     }
 }

@@ -9,17 +9,17 @@
 //!
 //! ```no_run
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use rlvr_core::{DecoupledParams, LossParams, PolicyLoss};
-//! use rlvr_replay::{tensor::TensorBatch, GroupReplayBuffer, ReplayParams};
+//! use rlvr_core::{DecoupledParams, LossConfig, LossParams, PolicyLoss};
+//! use rlvr_replay::{tensor::TensorBatch, GroupReplayBuffer, Params, ReplayParams};
 //! # let (groups, version) = (Vec::new(), 0);
 //! # let model_logp = |t: &tch::Tensor| t.to_kind(tch::Kind::Float);
-//! let mut buffer = GroupReplayBuffer::new(ReplayParams::new(8))?;
+//! let mut buffer = GroupReplayBuffer::new(ReplayParams::new(8).check()?)?;
 //! let batch = buffer.fill(groups, version)?;
 //! let tb = TensorBatch::new(&batch, 0, tch::Device::Cpu)?;
 //! let logp = model_logp(&tb.tokens); // [B, T] log-probs of the current policy
 //! let old_logp = logp.detach(); // proximal policy = the policy at the start of this step
 //! let behave = tb.behaviour_logp_for(&old_logp)?;
-//! let loss = LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?;
+//! let loss = LossConfig::new(LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?);
 //! let out = loss.loss(&tb.loss_inputs(&logp, &old_logp, &behave), &tb.counts()?)?;
 //! out.loss.backward();
 //! # Ok(()) }

@@ -4,9 +4,9 @@
 use anyhow::{ensure, Result};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use rlvr_core::{behaviour_weights, token_log_probs, DecoupledParams, IsLevel, LossParams, PolicyLoss};
+use rlvr_core::{token_log_probs, DecoupledParams, IsLevel, LossConfig, LossParams, PolicyLoss};
 use rlvr_replay::tensor::TensorBatch;
-use rlvr_replay::{FilledBatch, Group, GroupBuilder, GroupReplayBuffer, Origin, ReplayParams};
+use rlvr_replay::{FilledBatch, Group, GroupBuilder, GroupReplayBuffer, Origin, Params, ReplayParams};
 use tch::nn::{self, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
@@ -64,22 +64,33 @@ impl Toy {
         Ok(b.finish()?)
     }
 
-    /// One decoupled-loss update on `batch`; returns the batch tensors, the weights of the
-    /// correction, and the loss value.
+    /// One decoupled-loss update on `batch` (token-level truncated correction); returns the
+    /// batch tensors, the per-token weights the *loss* applied (its gradient with respect to
+    /// `logp` divided by the gradient of the same loss without correction; NaN where the
+    /// latter is 0), the weights the correction should apply (`π_old/π_behave` truncated at 2),
+    /// and the loss value.
     fn train(&mut self, batch: &FilledBatch) -> Result<(TensorBatch, Tensor, Tensor, f64)> {
         let tb = TensorBatch::new(batch, 0, Device::Cpu)?;
         let logp = self.logp(&tb)?;
         let old = logp.detach();
         let behave = tb.behaviour_logp_for(&old)?;
-        let weights = behaviour_weights(&old, &behave, &tb.mask, &DecoupledParams::default().level(IsLevel::Token))?;
-        let loss = LossParams::new(PolicyLoss::default()).correction(Some(DecoupledParams::default())).check()?;
+        let corr = DecoupledParams::default().level(IsLevel::Token);
+        let loss = LossConfig::new(LossParams::new(PolicyLoss::default()).correction(Some(corr)).check()?);
+        let plain = LossConfig::new(LossParams::new(PolicyLoss::default()).check()?);
+        let grad_of = |cfg: &LossConfig| -> Result<Tensor> {
+            let x = old.copy().set_requires_grad(true);
+            let out = cfg.loss(&tb.loss_inputs(&x, &old, &behave), &tb.counts()?)?;
+            Ok(Tensor::run_backward(&[&out.loss], &[&x], false, false).remove(0))
+        };
+        let (g_corr, g_plain) = (grad_of(&loss)?, grad_of(&plain)?);
+        let applied = g_corr.where_self(&g_plain.abs().gt(1e-12), &Tensor::from(f32::NAN)) / &g_plain;
         let out = loss.loss(&tb.loss_inputs(&logp, &old, &behave), &tb.counts()?)?;
         let mut opt = nn::Sgd::default().build(&self.vs, 1.0)?;
         opt.zero_grad();
         out.loss.backward();
         opt.step();
         let expected = (&old - &behave).exp().clamp(0.0, 2.0);
-        Ok((tb, weights.weights, expected, out.metrics.loss))
+        Ok((tb, applied, expected, out.metrics.loss))
     }
 }
 
@@ -91,13 +102,18 @@ fn mixed(k: usize) -> f32 {
 fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()> {
     let mut toy = Toy::new();
     let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K).max_age(2))?;
+    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K).max_age(2).check()?)?;
     // Step 0: four effective groups, stored; one update moves the policy away from version 0.
     let groups = (0..4).map(|p| toy.group(p, 0, &mut rng, mixed)).collect::<Result<Vec<_>>>()?;
     let b0 = buf.fill(groups, 0)?;
     ensure!(b0.len() == 4 && b0.iter().all(|g| g.origin() == Origin::Fresh));
-    let (_, w0, _, _) = toy.train(&b0)?;
-    ensure!(w0.eq(1.0).all().int64_value(&[]) == 1, "on-policy weights must be exactly 1");
+    let (tb0, w0, _, _) = toy.train(&b0)?;
+    let defined = w0.isnan().logical_not().logical_and(&tb0.mask);
+    ensure!(defined.sum(Kind::Int64).int64_value(&[]) > 0, "no token has a gradient");
+    ensure!(
+        w0.masked_select(&defined).eq(1.0).all().int64_value(&[]) == 1,
+        "on-policy rows: the loss's gradient must equal the uncorrected one exactly"
+    );
 
     // Step 1: two ineffective groups (all fail, all succeed) replaced by replayed ones.
     let groups = vec![
@@ -117,7 +133,9 @@ fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()
     let mut replayed_moved = false;
     for (g, origin) in tb.origins.iter().enumerate() {
         for row in g * K..(g + 1) * K {
-            let ws: Vec<f32> = (0..t).filter(|&j| mask[row * t + j]).map(|j| w[row * t + j]).collect();
+            // tokens with a gradient (the uncorrected loss's is 0 only where A = 0)
+            let has = |j: &usize| mask[row * t + j] && !w[row * t + j].is_nan();
+            let ws: Vec<f32> = (0..t).filter(has).map(|j| w[row * t + j]).collect();
             match origin {
                 Origin::Fresh => ensure!(ws.iter().all(|&x| x == 1.0), "fresh row {row}: {ws:?}"),
                 Origin::Replayed { age, .. } => {
@@ -125,9 +143,9 @@ fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()
                     // Each weight is pi_old / pi_behave, truncated at 2. A position whose logits the
                     // step-0 update left unchanged (its K sampled tokens agreed, so the zero-mean
                     // advantages cancelled) legitimately has weight 1.
-                    for j in (0..t).filter(|&j| mask[row * t + j]) {
+                    for j in (0..t).filter(has) {
                         let (got, want) = (w[row * t + j], expected[row * t + j]);
-                        ensure!((got - want).abs() < 1e-6, "replayed row {row} token {j}: {got} != {want}");
+                        ensure!((got - want).abs() < 1e-5 * want, "replayed row {row} token {j}: {got} != {want}");
                     }
                     replayed_moved |= ws.iter().any(|&x| (x - 1.0).abs() > 1e-4);
                 }
@@ -146,7 +164,7 @@ fn replayed_rows_are_corrected_fresh_rows_have_weight_exactly_one() -> Result<()
 fn all_ineffective_step_still_trains_on_a_full_batch() -> Result<()> {
     let mut toy = Toy::new();
     let mut rng = ChaCha8Rng::seed_from_u64(2);
-    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K))?;
+    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K).check()?)?;
     let groups = (0..6).map(|p| toy.group(p, 0, &mut rng, mixed)).collect::<Result<Vec<_>>>()?;
     let _trained = toy.train(&buf.fill(groups, 0)?)?;
 
@@ -170,7 +188,7 @@ fn all_ineffective_step_still_trains_on_a_full_batch() -> Result<()> {
 fn tensor_layout_matches_the_groups() -> Result<()> {
     let toy = Toy::new();
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K))?;
+    let mut buf = GroupReplayBuffer::new(ReplayParams::new(K).check()?)?;
     let mut b = GroupBuilder::new(9, 0);
     for (k, len) in [1usize, 3, 2, 3].into_iter().enumerate() {
         b.push_response(&vec![1; len], &vec![-0.25; len], None, mixed(k))?;

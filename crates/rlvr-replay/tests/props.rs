@@ -3,7 +3,7 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use rlvr_replay::{
-    FilledBatch, FlatResponses, Group, GroupReplayBuffer, Origin, Priority, ReplayParams, Sampling, Shortfall,
+    FilledBatch, FlatResponses, Group, GroupReplayBuffer, Origin, Params, Priority, ReplayParams, Sampling, Shortfall,
 };
 
 /// One input group: reward pattern (0 all-fail, 1 all-success, 2/3 mixed), token length seed.
@@ -91,7 +91,8 @@ fn fingerprint(b: &FilledBatch) -> Fingerprint {
 /// Runs the scenario, checking the invariants after every fill; returns per-step fingerprints.
 fn run(s: &Scenario, resume_at: Option<usize>) -> Result<Vec<Fingerprint>, TestCaseError> {
     let p = params(s);
-    let mut buf = GroupReplayBuffer::new(p.clone()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let mut buf = GroupReplayBuffer::new(p.clone().check().map_err(|e| TestCaseError::fail(e.to_string()))?)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let mut originals: HashMap<u64, Group> = HashMap::new();
     let mut version = 0u64;
     let mut prompt = 0u64;

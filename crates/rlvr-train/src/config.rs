@@ -14,6 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
+use rl_core::Params;
 use rl_lm::LmConfig;
 use rlvr_core::{DecoupledParams, LossParams};
 use rlvr_replay::ReplayParams;

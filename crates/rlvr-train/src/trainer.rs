@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use rand::RngCore;
-use rl_core::{derive_seed_named, rng_from_seed, Metrics, SeededRng};
+use rl_core::{derive_seed_named, rng_from_seed, Metrics, Params, SeededRng};
 use rl_lm::{LogProbOptions, SamplingParams, SequenceBatch, TransformerLm};
 use rlvr_core::LossConfig;
 use rlvr_replay::tensor::TensorBatch;
@@ -242,8 +242,8 @@ impl Trainer {
             // their slot with zero advantages (plain GRPO).
             None => ReplayParams::new(cfg.rl.group_size).max_age(0).shortfall(Shortfall::KeepIneffective),
         };
-        let buffer = GroupReplayBuffer::new(replay)?;
-        let loss = cfg.loss.check()?;
+        let buffer = GroupReplayBuffer::new(replay.check()?)?;
+        let loss = LossConfig::new(cfg.loss.check()?);
         let opt = tch::nn::Adam::default().build(lm.var_store(), cfg.rl.lr)?;
         let sampling = sampling_params(cfg.rl.max_new_tokens, cfg.rl.temperature, cfg.rl.top_p);
         Ok(Self {

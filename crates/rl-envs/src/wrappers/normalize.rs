@@ -109,27 +109,22 @@ impl<E: Env> NormalizeObservation<E> {
         &self.inner
     }
 
-    fn process(&mut self, obs: &Array1<f32>) -> Array1<f32> {
+    fn process(&mut self, obs: &Array1<f32>) -> rl_core::Result<Array1<f32>> {
         let rms = &mut self.state.rms;
         if self.state.training && obs.iter().all(|v| v.is_finite()) {
             // Chan et al.'s update with a batch of one (batch variance 0), as gymnasium.
-            let tot = rms.count + 1.0;
-            for (d, &x) in obs.iter().enumerate() {
-                let delta = f64::from(x) - rms.mean[d];
-                let m2 = rms.var[d] * rms.count + delta * delta * rms.count / tot;
-                rms.mean[d] += delta / tot;
-                rms.var[d] = m2 / tot;
-            }
-            rms.count = tot;
+            let row: Vec<f64> = obs.iter().map(|&x| f64::from(x)).collect();
+            rms.update(&[row])?;
         }
         let clip = if self.params.clip > 0.0 { self.params.clip } else { f64::INFINITY };
-        obs.iter()
-            .enumerate()
-            .map(|(d, &x)| {
-                let z = (f64::from(x) - rms.mean[d]) / (rms.var[d] + self.params.epsilon).sqrt();
+        Ok(obs
+            .iter()
+            .zip(rms.mean().iter().zip(rms.var()))
+            .map(|(&x, (m, v))| {
+                let z = (f64::from(x) - m) / (v + self.params.epsilon).sqrt();
                 z.clamp(-clip, clip) as f32
             })
-            .collect()
+            .collect())
     }
 }
 
@@ -142,11 +137,11 @@ impl<E: Env> Env for NormalizeObservation<E> {
     }
     fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
         let obs = self.inner.reset(rng)?;
-        Ok(self.process(&obs))
+        self.process(&obs)
     }
     fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
         let mut step = self.inner.step(action)?;
-        step.obs = self.process(&step.obs);
+        step.obs = self.process(&step.obs)?;
         Ok(step)
     }
 }
@@ -158,17 +153,13 @@ impl<E: Env + Snapshot> Snapshot for NormalizeObservation<E> {
     }
     fn restore(&mut self, state: &Self::State) -> Result<()> {
         let rms = &state.wrapper.rms;
-        let dim = self.state.rms.mean.len();
-        if rms.mean.len() != dim || rms.var.len() != dim {
+        // RunningMeanStd checks finiteness, variances and count itself (also when deserialised).
+        let dim = self.state.rms.dim();
+        if rms.dim() != dim {
             return Err(EnvError::snapshot(format!(
                 "normalisation statistics of dimension {}, expected {dim}",
-                rms.mean.len()
+                rms.dim()
             )));
-        }
-        crate::common::snapshot_finite("normalisation mean", &rms.mean)?;
-        crate::common::snapshot_finite("normalisation variance", &rms.var)?;
-        if rms.var.iter().any(|v| *v < 0.0) || !(rms.count > 0.0 && rms.count.is_finite()) {
-            return Err(EnvError::snapshot("normalisation statistics with a negative variance or count"));
         }
         self.inner.restore(&state.inner)?;
         self.state = state.wrapper.clone();

@@ -2,7 +2,7 @@
 
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Env, Space, Step};
+use rl_core::{Env, Space, SpaceKind, Step};
 
 use crate::error::{EnvError, Result};
 use crate::traits::{Snapshot, TaskParam, TaskParams};
@@ -31,9 +31,9 @@ impl<E: Env> RescaleAction<E> {
         if !(min.is_finite() && max.is_finite() && min < max) {
             return Err(EnvError::invalid("min", min, format!("need finite min < max (= {max})")));
         }
-        let (low, high) = match inner.action_space() {
-            Space::Box { low, high } => (low.clone(), high.clone()),
-            Space::Discrete { n } => {
+        let (low, high) = match inner.action_space().kind() {
+            SpaceKind::Box { low, high } => (low.clone(), high.clone()),
+            SpaceKind::Discrete { n } => {
                 return Err(EnvError::invalid("action_space", format!("Discrete({n})"), "RescaleAction needs a box"))
             }
         };

@@ -1,7 +1,7 @@
 //! A batch of environments stepped together.
 
 use ndarray::{Array1, Array2, ArrayView2};
-use rl_core::{derive_seed, rng_from_seed, Env, SeededRng, Space};
+use rl_core::{derive_seed, rng_from_seed, Env, SeededRng, Space, SpaceKind};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EnvError, Result};
@@ -148,9 +148,9 @@ impl<E: Env> VecEnv<E> {
         }
         for (i, (env, a)) in self.envs.iter().zip(actions.rows()).enumerate() {
             let space = env.action_space();
-            let res = match space {
-                Space::Discrete { .. } => space.check("action", a),
-                Space::Box { .. } => crate::common::check_box_action(space, a),
+            let res = match space.kind() {
+                SpaceKind::Discrete { .. } => space.check("action", a),
+                SpaceKind::Box { .. } => crate::common::check_box_action(space, a),
             };
             res.map_err(|source| EnvError::InBatch { index: i, source })?;
         }

@@ -1,0 +1,88 @@
+//! Token selection of Clip-Cov and KL-Cov (Cui et al., arXiv 2505.22617; verl `clip_cov`,
+//! `kl_cov`), shared by the libtorch and the fused path so that both pick the same tokens.
+
+use rand::Rng;
+
+/// Number of tokens Clip-Cov cuts / KL-Cov penalises: `max(⌊ratio · n⌋, 1)` (verl's
+/// `max(int(ratio * mask.sum()), 1)`).
+pub(crate) fn selection_size(ratio: f64, n_tokens: f64) -> usize {
+    ((ratio * n_tokens).max(0.0) as usize).max(1)
+}
+
+/// Clip-Cov: `k` of the `candidates` (flat token indices in row-major order) drawn uniformly
+/// without replacement (partial Fisher–Yates with ChaCha8 seeded by `seed`), in draw order.
+pub(crate) fn draw(mut candidates: Vec<usize>, k: usize, seed: u64) -> Vec<usize> {
+    let mut rng = rl_core::rng_from_seed(seed);
+    let k = k.min(candidates.len());
+    for i in 0..k {
+        let j = rng.random_range(i..candidates.len());
+        candidates.swap(i, j);
+    }
+    candidates.truncate(k);
+    candidates
+}
+
+/// KL-Cov: the flat indices of the `k` largest `cov` values (`cov[j]` belongs to token
+/// `index[j]`); ties go to the lower index. Linear time.
+pub(crate) fn top_k(cov: &[f64], index: &[usize], k: usize) -> Vec<usize> {
+    let mut pairs: Vec<(f64, usize)> = cov.iter().copied().zip(index.iter().copied()).collect();
+    let k = k.min(pairs.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    let order = |a: &(f64, usize), b: &(f64, usize)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    if k < pairs.len() {
+        pairs.select_nth_unstable_by(k - 1, order);
+        pairs.truncate(k);
+    }
+    pairs.into_iter().map(|(_, i)| i).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_follow_verl() {
+        assert_eq!(selection_size(2e-4, 100.0), 1); // max(int(0.02), 1)
+        assert_eq!(selection_size(2e-4, 20_000.0), 4);
+        assert_eq!(selection_size(0.5, 7.0), 3);
+        assert_eq!(selection_size(1.0, 0.0), 1);
+    }
+
+    #[test]
+    fn draws_are_seeded_subsets() {
+        let c: Vec<usize> = (10..30).collect();
+        let a = draw(c.clone(), 5, 7);
+        assert_eq!(a, draw(c.clone(), 5, 7));
+        assert_ne!(a, draw(c.clone(), 5, 8));
+        assert_eq!(a.len(), 5);
+        assert!(a.iter().all(|i| c.contains(i)));
+        let mut s = a.clone();
+        s.sort_unstable();
+        s.dedup();
+        assert_eq!(s.len(), 5);
+        assert_eq!(draw(vec![3, 4], 5, 0).len(), 2);
+        assert!(draw(Vec::new(), 1, 0).is_empty());
+        // every candidate is drawn sometimes (uniformity, coarse)
+        let mut hits = [0u32; 4];
+        for seed in 0..400 {
+            hits[draw(vec![0, 1, 2, 3], 1, seed)[0]] += 1;
+        }
+        assert!(hits.iter().all(|&h| h > 60), "{hits:?}");
+    }
+
+    #[test]
+    fn top_k_breaks_ties_by_index() {
+        let cov = [0.5, 2.0, 2.0, -1.0, 3.0];
+        let idx = [10, 11, 12, 13, 14];
+        let mut t = top_k(&cov, &idx, 2);
+        t.sort_unstable();
+        assert_eq!(t, vec![11, 14]);
+        let mut t = top_k(&cov, &idx, 3);
+        t.sort_unstable();
+        assert_eq!(t, vec![11, 12, 14]);
+        assert_eq!(top_k(&cov, &idx, 9).len(), 5);
+        assert!(top_k(&[], &[], 1).is_empty());
+    }
+}
