@@ -45,6 +45,11 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example select_neural -- --n-prompts 200 --steps 20
 	$(CARGO) run --quiet --features full --example embed_trainer
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny
+	$(CARGO) run --quiet --features full --example sac_pendulum -- --steps 400 --random-steps 200 --hidden 16 --eval-every 200 --quiet --out target/sac-pendulum-tiny
+	$(CARGO) run --quiet --features full --example ppo_cartpole -- --steps 1024 --eval-every 512 --quiet --out target/ppo-cartpole-tiny
+	$(CARGO) run --quiet --features full --example agents_speed -- --seconds 0.05 --hidden 16,16 --batch 32
+	$(CARGO) run --quiet --features full --example robust_dr -- --iters 3 --seeds 1 --batch 2 --hidden 16 --test-grid 2 --eval-every 3 --out target/robust-dr-tiny
+	$(CARGO) run --quiet --features full,mujoco --example hopper -- --steps 300 --random-steps 200 --hidden 16 --eval-every 300 --checkpoint-every 300 --quiet --out target/hopper-tiny
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
 
