@@ -21,9 +21,9 @@
 //! See the README for the crate map and `docs/` for the guide.
 #![deny(missing_docs)]
 
-pub use rl_core as core;
 #[cfg(feature = "rl-agents")]
 pub use rl_agents;
+pub use rl_core as core;
 #[cfg(feature = "rl-envs")]
 pub use rl_envs;
 #[cfg(feature = "rl-lm")]
