@@ -221,9 +221,9 @@ fn run(method: &str, seed: u64, args: &Args) -> Result<RunResult> {
         other => anyhow::bail!("unknown method {other}"),
     };
     let mut selector: Option<Box<dyn Selector>> = match method {
-        "drm" => Some(Box::new(Drm::new(DrmParams::default())?)),
-        "mpts" => Some(Box::new(Mpts::new(MptsParams::domain_randomisation().seed(seed), 2)?)),
-        "pdts" => Some(Box::new(Pdts::new(PdtsParams::domain_randomisation(1.0).seed(seed), 2)?)),
+        "drm" => Some(Box::new(Drm::new(DrmParams::default().check()?)?)),
+        "mpts" => Some(Box::new(Mpts::new(MptsParams::domain_randomisation().seed(seed).check()?, 2)?)),
+        "pdts" => Some(Box::new(Pdts::new(PdtsParams::domain_randomisation(1.0).seed(seed).check()?, 2)?)),
         _ => None,
     };
     let obs_space = Pendulum::new(PendulumParams::default().check()?)?.observation_space().clone();
