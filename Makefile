@@ -39,7 +39,7 @@ test: provision provision-mujoco
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
-test-examples: provision
+test-examples: provision provision-mujoco
 	$(CARGO) run --quiet --features full --example mlp_fit -- --steps 60 --points 64
 	$(CARGO) run --quiet --features full --example rlvr_losses
 	$(CARGO) run --quiet --features full --example popo_replay -- 6
