@@ -445,7 +445,7 @@ impl TrainerBuilder {
             }
             cfg.model = lm.config().clone();
         }
-        cfg.check()?;
+        cfg.validate()?;
         let tasks = match tasks {
             Some(t) => t,
             None => TaskSet::new(&cfg.task)?,
