@@ -274,7 +274,10 @@ mod tests {
         let p = DecoupledParams::default().level(IsLevel::Token).mode(IsMode::Mask).upper(3.0).lower(Some(0.5));
         assert_eq!(p, DecoupledParams { level: IsLevel::Token, mode: IsMode::Mask, upper: 3.0, lower: Some(0.5) });
         assert_eq!(DecoupledParams::default().bounds(Some(0.1), 4.0).upper, 4.0);
-        assert_eq!(DecoupledParams::areal(), DecoupledParams { level: IsLevel::Token, mode: IsMode::Mask, upper: 5.0, lower: None });
+        assert_eq!(
+            DecoupledParams::areal(),
+            DecoupledParams { level: IsLevel::Token, mode: IsMode::Mask, upper: 5.0, lower: None }
+        );
         for (q, name) in [
             (DecoupledParams::default().upper(0.99), "correction.upper"),
             (DecoupledParams::default().upper(f64::INFINITY), "correction.upper"),
@@ -298,7 +301,7 @@ mod tests {
         assert_eq!(m.weight(1.0).0, 0.0);
         assert_eq!(m.weight(-1.0).0, 0.0);
         assert!((m.weight(0.5).0 - 0.5f64.exp()).abs() < 1e-15);
-        assert_eq!(m.weight(2f64.ln()).2, true); // the bounds are inclusive
+        assert!(m.weight(2f64.ln()).2); // the bounds are inclusive
         assert!((t.weight(100.0).1 - 20f64.exp()).abs() < 1e-3);
     }
 }

@@ -291,7 +291,11 @@ mod tests {
     #[test]
     fn summary_figures() {
         let g = Groups::uniform(2, 2).unwrap();
-        let c = LpoCoefficients { coef: vec![0.25, -0.25, 0.0, 0.0], target: vec![0.75, 0.25, 0.5, 0.5], p_theta: vec![0.5; 4] };
+        let c = LpoCoefficients {
+            coef: vec![0.25, -0.25, 0.0, 0.0],
+            target: vec![0.75, 0.25, 0.5, 0.5],
+            p_theta: vec![0.5; 4],
+        };
         let (l1, maxabs, ht, hp, zero) = c.summary(&g);
         assert_eq!((l1, maxabs, zero), (0.25, 0.25, 0.5));
         let h = |p: f64| -p * p.ln();
