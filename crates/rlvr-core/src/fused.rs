@@ -20,6 +20,18 @@ use crate::correction::{DecoupledParams, IsLevel, IsMode};
 use crate::kl::{KlEstimator, KlParams};
 use crate::policy::PolicyLoss;
 
+/// Calls `$f(adv_src, w_src, args…)` with the advantage and weight sources monomorphised.
+macro_rules! dispatch {
+    ($adv:expr, $w:expr, $t:expr, $f:ident $(::<$($g:tt),*>)? ($($arg:expr),* $(,)?)) => {
+        match ($adv, $w) {
+            (Per::Row(a), Per::Row(w)) => $f$(::<$($g),*>)?(Const(a), Const(w), $($arg),*),
+            (Per::Row(a), Per::Tok(w)) => $f$(::<$($g),*>)?(Const(a), Slice(&w[..$t]), $($arg),*),
+            (Per::Tok(a), Per::Row(w)) => $f$(::<$($g),*>)?(Slice(&a[..$t]), Const(w), $($arg),*),
+            (Per::Tok(a), Per::Tok(w)) => $f$(::<$($g),*>)?(Slice(&a[..$t]), Slice(&w[..$t]), $($arg),*),
+        }
+    };
+}
+
 pub(crate) const EXP20_F32: f32 = 485_165_200.0; // e^20 rounded to f32
 pub(crate) const EXPM20_F32: f32 = 2.061_153_6e-9; // e^-20 rounded to f32
 
@@ -95,6 +107,34 @@ pub(crate) struct RowIn<'a> {
     pub adv: Per<'a>,
     pub behave: Option<&'a [f32]>,
     pub refl: Option<&'a [f32]>,
+}
+
+/// Tokens per block of the sweep (every per-token array of a block fits in L1).
+pub(crate) const BLOCK: usize = 256;
+
+impl<'a> Per<'a> {
+    /// Tokens `b0 .. b0 + len`.
+    fn sub(self, b0: usize, len: usize) -> Per<'a> {
+        match self {
+            Per::Row(v) => Per::Row(v),
+            Per::Tok(s) => Per::Tok(&s[b0..b0 + len]),
+        }
+    }
+}
+
+impl<'a> RowIn<'a> {
+    /// Tokens `b0 .. b0 + len`.
+    fn sub(&self, b0: usize, len: usize) -> RowIn<'a> {
+        let r = b0..b0 + len;
+        RowIn {
+            lp: &self.lp[r.clone()],
+            old: &self.old[r.clone()],
+            mask: &self.mask[r.clone()],
+            adv: self.adv.sub(b0, len),
+            behave: self.behave.map(|b| &b[r.clone()]),
+            refl: self.refl.map(|b| &b[r]),
+        }
+    }
 }
 
 /// Sums over rows (the metrics' numerators and the value), in `f64`.
@@ -223,32 +263,105 @@ struct IsRow {
 
 impl Kernel {
     /// Processes one row: writes `∂L/∂logp` of every token into `grad` and adds the row's
-    /// value and metric numerators to `sums`.
+    /// value and metric numerators to `sums`. The row-level quantities (token count when the
+    /// aggregation or the loss needs it, the behaviour weight, GSPO's sequence ratio) come
+    /// first; the tokens are then swept in blocks of [`BLOCK`] so that every per-token array of
+    /// the block stays in L1.
     pub(crate) fn row(&self, x: &RowIn<'_>, extra: &RowExtra<'_>, grad: &mut [f32], s: &mut Scratch, sums: &mut Sums) {
         let t = self.t;
         let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
         let grad = &mut grad[..t];
         s.ensure(t);
-        let mut finite = all_finite(lp) && all_finite(old) && all_finite(m);
-        if let Per::Tok(a) = x.adv {
-            finite &= all_finite(&a[..t]);
-        }
-        for y in [x.behave, x.refl].into_iter().flatten() {
-            finite &= all_finite(&y[..t]);
-        }
-        if !finite {
-            sums.nonfinite = true;
-        }
-        let n = sum_f32(m);
-        sums.tokens += n;
+        let seq_is = self.correction.is_some_and(|p| p.level == IsLevel::Sequence) && x.behave.is_some();
+        let need_n = matches!(self.aggregation, Aggregation::SeqMeanTokenMean)
+            || matches!(self.policy, PolicyLoss::Gspo(_) | PolicyLoss::Gmpo(_))
+            || seq_is;
+        let n = if need_n { sum_f32(m) } else { 0.0 };
         let c = self.aggregation.row_scale(n, t, &self.counts, self.compat) as f32;
-        // ppo_kl numerator: Σ m (old − logp), clamped / absolute as verl reports it
-        if self.metrics {
-            sums.ppo_kl += self.ppo_kl_row(lp, old, m, &mut s.aux);
-        }
         let is = self.is_row(x, n, s, sums);
         let wbuf = std::mem::take(&mut s.w);
         let w: Per<'_> = if is.tokens { Per::Tok(&wbuf[..t]) } else { Per::Row(is.w) };
+        if let PolicyLoss::Gmpo(p) = self.policy {
+            // row-level value: the whole row at once
+            let (ok, _, kl) = self.prepass(lp, old, m);
+            sums.nonfinite |= !(ok && self.finite_extra(x, 0, t));
+            sums.tokens += n;
+            sums.ppo_kl += kl;
+            self.gmpo(x, n, c, w, p.eps_low as f32, p.eps_high as f32, grad, s, sums);
+            if let (Some(k), Some(r)) = (self.kl, x.refl) {
+                self.kl_term(lp, &r[..t], m, c, &k, grad, s, sums);
+            }
+            s.w = wbuf;
+            return;
+        }
+        let slr = match self.policy {
+            PolicyLoss::Gspo(_) => (dot_delta(lp, old, m) / n.max(1.0)) as f32,
+            _ => 0.0,
+        };
+        let mut b0 = 0;
+        let mut sel = extra.selected;
+        let mut local: Vec<usize> = Vec::new();
+        while b0 < t {
+            let len = BLOCK.min(t - b0);
+            let xb = x.sub(b0, len);
+            let wb = w.sub(b0, len);
+            let gb = &mut grad[b0..b0 + len];
+            let (ok, nb, kl) = self.prepass(xb.lp, xb.old, xb.mask);
+            sums.nonfinite |= !(ok && self.finite_extra(x, b0, len));
+            if !need_n {
+                sums.tokens += nb;
+            }
+            sums.ppo_kl += kl;
+            local.clear();
+            while let Some((&j, rest)) = sel.split_first() {
+                if j >= b0 + len {
+                    break;
+                }
+                if j >= b0 {
+                    local.push(j - b0);
+                }
+                sel = rest;
+            }
+            self.policy_block(&xb, c, wb, slr, &local, extra.lpo_coef, gb, s, sums);
+            if let (Some(k), Some(r)) = (self.kl, xb.refl) {
+                self.kl_term(xb.lp, r, xb.mask, c, &k, gb, s, sums);
+            }
+            b0 += len;
+        }
+        if need_n {
+            sums.tokens += n;
+        }
+        s.w = wbuf;
+    }
+
+    /// Whether the optional inputs (per-token advantages, behaviour and reference log-probs)
+    /// of tokens `b0 .. b0 + len` are finite.
+    fn finite_extra(&self, x: &RowIn<'_>, b0: usize, len: usize) -> bool {
+        let r = b0..b0 + len;
+        let mut ok = true;
+        if let Per::Tok(a) = x.adv {
+            ok &= all_finite(&a[r.clone()]);
+        }
+        for y in [x.behave, x.refl].into_iter().flatten() {
+            ok &= all_finite(&y[r.clone()]);
+        }
+        ok
+    }
+
+    /// The policy term of one block of tokens (every loss but GMPO).
+    #[allow(clippy::too_many_arguments)]
+    fn policy_block(
+        &self,
+        x: &RowIn<'_>,
+        c: f32,
+        w: Per<'_>,
+        slr: f32,
+        selected: &[usize],
+        lpo_coef: f64,
+        grad: &mut [f32],
+        s: &mut Scratch,
+        sums: &mut Sums,
+    ) {
         match self.policy {
             PolicyLoss::Ppo(p) => {
                 let hi_neg = (p.dual_clip.unwrap_or(f64::INFINITY).min(p.ratio_cap.unwrap_or(f64::INFINITY)) as f32)
@@ -269,7 +382,7 @@ impl Kernel {
                     lo_neg: (1.0 - p.eps_low) as f32,
                     hi_neg: f32::INFINITY,
                 };
-                self.ratio_clip(x, c, w, b, RatioKind::Token, grad, s, sums, false, extra.selected);
+                self.ratio_clip(x, c, w, b, RatioKind::Token, grad, s, sums, false, selected);
             }
             PolicyLoss::Gspo(p) => {
                 let hi_neg = (p.ratio_cap.unwrap_or(f64::INFINITY) as f32).min(EXP20_F32);
@@ -279,7 +392,6 @@ impl Kernel {
                     lo_neg: (1.0 - p.eps_low) as f32,
                     hi_neg,
                 };
-                let slr = (dot_delta(lp, old, m) / n.max(1.0)) as f32;
                 self.ratio_clip(x, c, w, b, RatioKind::Seq(slr), grad, s, sums, p.ratio_cap.is_some(), &[]);
             }
             PolicyLoss::Cispo(p) => self.cispo(
@@ -294,40 +406,28 @@ impl Kernel {
             ),
             PolicyLoss::Sapo(p) => self.sapo(x, c, w, p.tau_pos as f32, p.tau_neg as f32, grad, s, sums),
             PolicyLoss::Reinforce => self.reinforce(x, c, w, grad, s, sums),
-            PolicyLoss::Gmpo(p) => self.gmpo(x, n, c, w, p.eps_low as f32, p.eps_high as f32, grad, s, sums),
-            PolicyLoss::KlCov(p) => self.kl_cov(x, c, w, p.kl_coef as f32, extra.selected, grad, s, sums),
+            PolicyLoss::KlCov(p) => self.kl_cov(x, c, w, p.kl_coef as f32, selected, grad, s, sums),
             PolicyLoss::Lpo(p) => {
                 let clip = p.clip_eps.map(|e| ((1.0 - e).ln() as f32, (1.0 + e).ln() as f32));
-                self.lpo(x, c, w, clip, extra.lpo_coef as f32, grad, s, sums);
+                self.lpo(x, c, w, clip, lpo_coef as f32, grad, s, sums);
             }
-        }
-        s.w = wbuf;
-        if let (Some(k), Some(r)) = (self.kl, x.refl) {
-            self.kl_term(lp, &r[..t], m, c, &k, grad, s, sums);
+            PolicyLoss::Gmpo(_) => {} // row-level, see `row`
         }
     }
 
-    fn ppo_kl_row(&self, lp: &[f32], old: &[f32], m: &[f32], aux: &mut [f32]) -> f64 {
-        let aux = &mut aux[..lp.len()];
-        match (self.compat, &self.policy) {
-            (Compat::Verl, PolicyLoss::Ppo(_) | PolicyLoss::Cispo(_) | PolicyLoss::Sapo(_)) => {
-                for (((a, &l), &o), &mm) in aux.iter_mut().zip(lp).zip(old).zip(m) {
-                    *a = mm * (-(l - o).clamp(-20.0, 20.0));
-                }
-                sum_f32(aux)
-            }
-            (Compat::Verl, PolicyLoss::KlCov(_)) => {
-                for (((a, &l), &o), &mm) in aux.iter_mut().zip(lp).zip(old).zip(m) {
-                    *a = mm * (l - o).abs();
-                }
-                sum_f32(aux)
-            }
-            _ => {
-                for (((a, &l), &o), &mm) in aux.iter_mut().zip(lp).zip(old).zip(m) {
-                    *a = mm * (o - l);
-                }
-                sum_f32(aux)
-            }
+    /// One pass over a block's `logp`, `old_logp` and mask: whether they are all finite, the
+    /// mask sum, and the `ppo_kl` numerator (`Σ m (old − logp)`; clamped to ±20 or `Σ m |δ|`
+    /// as verl reports it).
+    fn prepass(&self, lp: &[f32], old: &[f32], m: &[f32]) -> (bool, f64, f64) {
+        let mode = match (self.compat, &self.policy) {
+            (Compat::Verl, PolicyLoss::Ppo(_) | PolicyLoss::Cispo(_) | PolicyLoss::Sapo(_)) => 1u8,
+            (Compat::Verl, PolicyLoss::KlCov(_)) => 2,
+            _ => 0,
+        };
+        match mode {
+            1 => prepass_loop::<1>(lp, old, m),
+            2 => prepass_loop::<2>(lp, old, m),
+            _ => prepass_loop::<0>(lp, old, m),
         }
     }
 
@@ -376,7 +476,7 @@ impl Kernel {
                         raw.max(lower).min(upper)
                     };
                 }
-                sums.is_units += n;
+                sums.is_units += sum_f32(m);
                 sums.is_raw += dot_f32(raw_row, m);
                 sums.is_applied += dot_f32(w, m);
                 let mut oob = 0.0f64;
@@ -409,12 +509,21 @@ impl Kernel {
         with_dual: bool,
         selected: &[usize],
     ) {
-        let t = self.t;
-        match (x.adv, w) {
-            (Per::Row(a), Per::Row(wv)) => clip_loop(t, x, Const(a), Const(wv), c, b, kind, grad, s),
-            (Per::Row(a), Per::Tok(wv)) => clip_loop(t, x, Const(a), Slice(&wv[..t]), c, b, kind, grad, s),
-            (Per::Tok(a), Per::Row(wv)) => clip_loop(t, x, Slice(&a[..t]), Const(wv), c, b, kind, grad, s),
-            (Per::Tok(a), Per::Tok(wv)) => clip_loop(t, x, Slice(&a[..t]), Slice(&wv[..t]), c, b, kind, grad, s),
+        let t = grad.len();
+        let o = ClipOut {
+            grad: &mut grad[..t],
+            val: &mut s.val[..t],
+            ratio: &mut s.ratio[..t],
+            up: &mut s.up[..t],
+            lo: &mut s.lo[..t],
+            dual: &mut s.dual[..t],
+        };
+        match kind {
+            RatioKind::Token => dispatch!(x.adv, w, t, clip_loop::<_, _, true>(x, c, b, 0.0, true, o)),
+            RatioKind::Seq(slr) => {
+                let (sr, ok) = (exp_f32(slr.min(10.0)), slr < 10.0);
+                dispatch!(x.adv, w, t, clip_loop::<_, _, false>(x, c, b, sr, ok, o))
+            }
         }
         let mut value = sum_f32(&s.val[..t]);
         // Clip-Cov: the selected tokens lose their loss and gradient
@@ -447,23 +556,10 @@ impl Kernel {
         s: &mut Scratch,
         sums: &mut Sums,
     ) {
-        let t = self.t;
-        let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
-        let (val, ratio, up, low) = (&mut s.val[..t], &mut s.ratio[..t], &mut s.up[..t], &mut s.lo[..t]);
-        let a_src = per_src(x.adv, t);
-        let w_src = per_src(w, t);
-        for i in 0..t {
-            let (l, o, mm) = (lp[i], old[i], m[i]);
-            let r = exp_f32((l - o).clamp(-20.0, 20.0));
-            let wc = r.max(lo).min(hi);
-            let g = -a_src.at(i) * c * mm * w_src.at(i) * wc;
-            grad[i] = g;
-            val[i] = g * l;
-            ratio[i] = mm * r;
-            let on = b2f(mm > 0.0);
-            up[i] = on * b2f(wc < r);
-            low[i] = on * b2f(wc > r);
-        }
+        let t = grad.len();
+        let (g, val, ratio, up, low) =
+            (&mut grad[..t], &mut s.val[..t], &mut s.ratio[..t], &mut s.up[..t], &mut s.lo[..t]);
+        dispatch!(x.adv, w, t, cispo_loop(x, c, lo, hi, g, val, ratio, up, low));
         sums.pg_value += sum_f32(val);
         if self.metrics {
             sums.ratio += sum_f32(ratio);
@@ -484,22 +580,9 @@ impl Kernel {
         s: &mut Scratch,
         sums: &mut Sums,
     ) {
-        let t = self.t;
-        let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
-        let (val, ratio) = (&mut s.val[..t], &mut s.ratio[..t]);
-        let a_src = per_src(x.adv, t);
-        let w_src = per_src(w, t);
-        for i in 0..t {
-            let (l, o, mm) = (lp[i], old[i], m[i]);
-            let a = a_src.at(i);
-            let r = exp_f32((l - o).clamp(-20.0, 20.0));
-            let tau = if a > 0.0 { tp } else { tn };
-            let sig = 1.0 / (1.0 + exp_f32(-tau * (r - 1.0)));
-            let coef = -a * c * mm * w_src.at(i);
-            val[i] = coef * sig * (4.0 / tau);
-            grad[i] = coef * 4.0 * sig * (1.0 - sig) * r;
-            ratio[i] = mm * r;
-        }
+        let t = grad.len();
+        let (g, val, ratio) = (&mut grad[..t], &mut s.val[..t], &mut s.ratio[..t]);
+        dispatch!(x.adv, w, t, sapo_loop(x, c, tp, tn, g, val, ratio));
         sums.pg_value += sum_f32(val);
         if self.metrics {
             sums.ratio += sum_f32(ratio);
@@ -507,19 +590,12 @@ impl Kernel {
     }
 
     fn reinforce(&self, x: &RowIn<'_>, c: f32, w: Per<'_>, grad: &mut [f32], s: &mut Scratch, sums: &mut Sums) {
-        let t = self.t;
-        let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
-        let (val, ratio) = (&mut s.val[..t], &mut s.ratio[..t]);
-        let a_src = per_src(x.adv, t);
-        let w_src = per_src(w, t);
-        for i in 0..t {
-            let (l, mm) = (lp[i], m[i]);
-            let g = -a_src.at(i) * c * mm * w_src.at(i);
-            grad[i] = g;
-            val[i] = g * l;
-        }
+        let t = grad.len();
+        let (g, val) = (&mut grad[..t], &mut s.val[..t]);
+        dispatch!(x.adv, w, t, reinforce_loop(x, c, g, val));
         sums.pg_value += sum_f32(val);
         if self.metrics {
+            let (lp, old, m, ratio) = (&x.lp[..t], &x.old[..t], &x.mask[..t], &mut s.ratio[..t]);
             for i in 0..t {
                 ratio[i] = m[i] * exp_f32((lp[i] - old[i]).clamp(-20.0, 20.0));
             }
@@ -543,33 +619,26 @@ impl Kernel {
         let t = self.t;
         let verl = self.compat == Compat::Verl;
         let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
-        let a_src = per_src(x.adv, t);
-        let tok_adv = matches!(x.adv, Per::Tok(_));
         let ng = if verl { n + 1e-8 } else { n.max(1.0) };
-        // sign-aware clip of each log-ratio; `aux` = 1 where unclipped
+        // sign-aware clip of each log-ratio into `val`; `aux` = 1 where unclipped
         let (dmin, unc) = (&mut s.val[..t], &mut s.aux[..t]);
-        for i in 0..t {
-            let a = a_src.at(i);
-            let d = lp[i] - old[i];
-            let mut dm = if a > 0.0 { d.min(eh) } else { d.max(-el) };
-            if tok_adv && a == 0.0 {
-                dm = 0.0;
+        let asum = match x.adv {
+            Per::Row(a) => {
+                gmpo_dmin(x, Const(a), el, eh, false, dmin, unc);
+                f64::from(a) * n
             }
-            dmin[i] = dm;
-            unc[i] = b2f(dm == d);
-        }
+            Per::Tok(a) => {
+                let a = &a[..t];
+                gmpo_dmin(x, Slice(a), el, eh, true, dmin, unc);
+                dot_f32(a, m)
+            }
+        };
         let mlr = dot_f32(dmin, m) / ng;
         let in_range = mlr.abs() < 20.0;
         let ratio = mlr.clamp(-20.0, 20.0).exp();
         let abar = match x.adv {
             Per::Row(a) if !verl => f64::from(a),
-            _ => {
-                let mut num = 0.0;
-                for i in 0..t {
-                    num += f64::from(a_src.at(i)) * f64::from(m[i]);
-                }
-                num / ng
-            }
+            _ => asum / ng,
         };
         let corrected = self.correction.is_some() && x.behave.is_some();
         let wrow = if verl {
@@ -594,6 +663,7 @@ impl Kernel {
         let seq_loss = -abar * ratio;
         sums.pg_value += wrow * seq_loss;
         let row_g = if in_range { (wrow * seq_loss / ng) as f32 } else { 0.0 };
+        let grad = &mut grad[..t];
         for i in 0..t {
             grad[i] = m[i] * row_g * unc[i];
         }
@@ -602,9 +672,12 @@ impl Kernel {
             let (mut up, mut lo) = (0.0f64, 0.0f64);
             for i in 0..t {
                 if m[i] > 0.0 {
-                    let a = a_src.at(i);
+                    let a = match x.adv {
+                        Per::Row(a) => a,
+                        Per::Tok(at) => at[i],
+                    };
                     let d = lp[i] - old[i];
-                    let clipped = if verl { d.max(-el).min(eh) != d } else { unc[i] == 0.0 };
+                    let clipped = if verl { d.clamp(-el, eh) != d } else { unc[i] == 0.0 };
                     if clipped && a > 0.0 {
                         up += 1.0;
                     }
@@ -630,26 +703,21 @@ impl Kernel {
         s: &mut Scratch,
         sums: &mut Sums,
     ) {
-        let t = self.t;
+        let t = grad.len();
         let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
-        let (val, ratio) = (&mut s.val[..t], &mut s.ratio[..t]);
-        let a_src = per_src(x.adv, t);
-        let w_src = per_src(w, t);
-        for i in 0..t {
-            let (l, o, mm) = (lp[i], old[i], m[i]);
-            let r = exp_f32(l - o);
-            let coef = -a_src.at(i) * c * mm * w_src.at(i);
-            val[i] = coef * r;
-            grad[i] = coef * r;
-            ratio[i] = mm * r.min(EXP20_F32);
-        }
+        let (g, val, ratio) = (&mut grad[..t], &mut s.val[..t], &mut s.ratio[..t]);
+        dispatch!(x.adv, w, t, kl_cov_loop(x, c, g, val, ratio));
         let mut value = sum_f32(val);
         for &j in selected {
             if j < t {
                 let d = lp[j] - old[j];
-                let pen = c * m[j] * w_src.at(j) * beta;
+                let wj = match w {
+                    Per::Row(v) => v,
+                    Per::Tok(wt) => wt[j],
+                };
+                let pen = c * m[j] * wj * beta;
                 value += f64::from(pen * d.abs());
-                grad[j] += pen
+                g[j] += pen
                     * if d > 0.0 {
                         1.0
                     } else if d < 0.0 {
@@ -677,21 +745,12 @@ impl Kernel {
         s: &mut Scratch,
         sums: &mut Sums,
     ) {
-        let t = self.t;
-        let (lp, m) = (&x.lp[..t], &x.mask[..t]);
-        let base = &x.behave.unwrap_or(x.old)[..t];
-        let (val, ratio, lo) = (&mut s.val[..t], &mut s.ratio[..t], &mut s.lo[..t]);
-        let w_src = per_src(w, t);
+        let t = grad.len();
+        let (g, val, ratio, lo) = (&mut grad[..t], &mut s.val[..t], &mut s.ratio[..t], &mut s.lo[..t]);
         let (clo, chi) = clip.unwrap_or((f32::NEG_INFINITY, f32::INFINITY));
-        for i in 0..t {
-            let (l, mm) = (lp[i], m[i]);
-            let d = l - base[i];
-            let dc = d.max(clo).min(chi);
-            let coef = c * mm * w_src.at(i) * kc;
-            val[i] = coef * dc;
-            grad[i] = if dc == d { coef } else { 0.0 };
-            ratio[i] = mm * exp_f32(d.clamp(-20.0, 20.0));
-            lo[i] = b2f(mm > 0.0) * b2f(dc != d);
+        match w {
+            Per::Row(v) => lpo_loop(x, Const(v), c * kc, clo, chi, g, val, ratio, lo),
+            Per::Tok(wt) => lpo_loop(x, Slice(&wt[..t]), c * kc, clo, chi, g, val, ratio, lo),
         }
         sums.pg_value += sum_f32(val);
         if self.metrics {
@@ -714,47 +773,23 @@ impl Kernel {
         s: &mut Scratch,
         sums: &mut Sums,
     ) {
-        let t = self.t;
-        let (val, kv) = (&mut s.val[..t], &mut s.ratio[..t]);
+        let t = grad.len();
+        let (g, val, kv) = (&mut grad[..t], &mut s.val[..t], &mut s.ratio[..t]);
+        let (lp, r, m) = (&lp[..t], &r[..t], &m[..t]);
         let beta = k.coef as f32;
-        for i in 0..t {
-            let lr = lp[i] - r[i];
-            let (v, g) = kl_token_f32(lr, k.estimator);
-            let g = if k.straight_through { lr } else { g };
-            let wt = c * m[i];
-            val[i] = wt * v;
-            kv[i] = m[i] * v;
-            grad[i] += beta * wt * g;
+        match (k.estimator, k.straight_through) {
+            (KlEstimator::K1, false) => kl_loop::<0, false>(lp, r, m, c, beta, g, val, kv),
+            (KlEstimator::K1, true) => kl_loop::<0, true>(lp, r, m, c, beta, g, val, kv),
+            (KlEstimator::Abs, false) => kl_loop::<1, false>(lp, r, m, c, beta, g, val, kv),
+            (KlEstimator::Abs, true) => kl_loop::<1, true>(lp, r, m, c, beta, g, val, kv),
+            (KlEstimator::K2, false) => kl_loop::<2, false>(lp, r, m, c, beta, g, val, kv),
+            (KlEstimator::K2, true) => kl_loop::<2, true>(lp, r, m, c, beta, g, val, kv),
+            (KlEstimator::K3, false) => kl_loop::<3, false>(lp, r, m, c, beta, g, val, kv),
+            (KlEstimator::K3, true) => kl_loop::<3, true>(lp, r, m, c, beta, g, val, kv),
         }
         sums.kl_value += k.coef * sum_f32(val);
         if self.metrics {
             sums.kl_ref += sum_f32(kv);
-        }
-    }
-}
-
-/// The per-token KL estimate and its derivative in `f32` (the table of [`crate::kl`]).
-#[inline(always)]
-fn kl_token_f32(lr: f32, e: KlEstimator) -> (f32, f32) {
-    match e {
-        KlEstimator::K1 => (lr, 1.0),
-        KlEstimator::Abs => (
-            lr.abs(),
-            if lr > 0.0 {
-                1.0
-            } else if lr < 0.0 {
-                -1.0
-            } else {
-                0.0
-            },
-        ),
-        KlEstimator::K2 => (0.5 * lr * lr, lr),
-        KlEstimator::K3 => {
-            let x = (-lr).clamp(-20.0, 20.0);
-            let ex = exp_f32(x);
-            let raw = ex - x - 1.0;
-            let active = lr.abs() < 20.0 && raw < 10.0;
-            (raw.clamp(-10.0, 10.0), if active { 1.0 - ex } else { 0.0 })
         }
     }
 }
@@ -796,12 +831,78 @@ enum RatioKind {
     Seq(f32),
 }
 
+/// See [`Kernel::prepass`]; `MODE` 0: `Σ m (old − logp)`, 1: clamped to ±20, 2: `Σ m |δ|`.
+#[inline(always)]
+fn prepass_loop<const MODE: u8>(lp: &[f32], old: &[f32], m: &[f32]) -> (bool, f64, f64) {
+    let n = lp.len().min(old.len()).min(m.len());
+    let (lp, old, m) = (&lp[..n], &old[..n], &m[..n]);
+    let (mut bad, mut sm, mut kl) = ([0f32; 8], [0f64; 8], [0f64; 8]);
+    let mut i = 0;
+    while i + 8 <= n {
+        for j in 0..8 {
+            let (l, o, mm) = (lp[i + j], old[i + j], m[i + j]);
+            bad[j] += l * 0.0 + o * 0.0 + mm * 0.0;
+            sm[j] += f64::from(mm);
+            let d = o - l;
+            let v = match MODE {
+                1 => d.clamp(-20.0, 20.0),
+                2 => d.abs(),
+                _ => d,
+            };
+            kl[j] += f64::from(mm * v);
+        }
+        i += 8;
+    }
+    let (mut tail_ok, mut tsm, mut tkl) = (true, 0.0, 0.0);
+    while i < n {
+        let (l, o, mm) = (lp[i], old[i], m[i]);
+        tail_ok &= l.is_finite() && o.is_finite() && mm.is_finite();
+        tsm += f64::from(mm);
+        let d = o - l;
+        let v = match MODE {
+            1 => d.clamp(-20.0, 20.0),
+            2 => d.abs(),
+            _ => d,
+        };
+        tkl += f64::from(mm * v);
+        i += 1;
+    }
+    let ok = tail_ok && bad.iter().all(|&b| b == 0.0);
+    (ok, sm.iter().sum::<f64>() + tsm, kl.iter().sum::<f64>() + tkl)
+}
+
+/// `max`/`min` without NaN handling (the inputs are finite or flagged), so they lower to one
+/// packed instruction.
+#[inline(always)]
+fn fmax(a: f32, b: f32) -> f32 {
+    if a > b {
+        a
+    } else {
+        b
+    }
+}
+#[inline(always)]
+fn fmin(a: f32, b: f32) -> f32 {
+    if a < b {
+        a
+    } else {
+        b
+    }
+}
+
+/// A per-token source: a row constant or a slice (monomorphised, so the loops vectorise).
 trait Src: Copy {
+    /// The source restricted to `t` tokens (so indexing below `t` needs no bounds check).
+    fn fit(self, t: usize) -> Self;
     fn at(&self, i: usize) -> f32;
 }
 #[derive(Clone, Copy)]
 struct Const(f32);
 impl Src for Const {
+    #[inline(always)]
+    fn fit(self, _: usize) -> Self {
+        self
+    }
     #[inline(always)]
     fn at(&self, _: usize) -> f32 {
         self.0
@@ -811,77 +912,258 @@ impl Src for Const {
 struct Slice<'a>(&'a [f32]);
 impl Src for Slice<'_> {
     #[inline(always)]
+    fn fit(self, t: usize) -> Self {
+        Slice(&self.0[..t])
+    }
+    #[inline(always)]
     fn at(&self, i: usize) -> f32 {
         self.0[i]
     }
 }
 
-/// A `Per` as a token source (slow path for the losses that are not the hot loop).
-#[derive(Clone, Copy)]
-enum PerSrc<'a> {
-    C(f32),
-    S(&'a [f32]),
-}
-impl PerSrc<'_> {
-    #[inline(always)]
-    fn at(&self, i: usize) -> f32 {
-        match self {
-            PerSrc::C(v) => *v,
-            PerSrc::S(s) => s[i],
-        }
-    }
-}
-fn per_src(p: Per<'_>, t: usize) -> PerSrc<'_> {
-    match p {
-        Per::Row(v) => PerSrc::C(v),
-        Per::Tok(s) => PerSrc::S(&s[..t]),
-    }
+/// The outputs of [`clip_loop`].
+struct ClipOut<'a> {
+    grad: &'a mut [f32],
+    val: &'a mut [f32],
+    ratio: &'a mut [f32],
+    up: &'a mut [f32],
+    lo: &'a mut [f32],
+    dual: &'a mut [f32],
 }
 
 /// PPO / GSPO / Clip-Cov: `eff = clamp(ratio, lo, hi)` by the sign of `A`, value `coef · eff`,
-/// gradient `coef · ratio` where the ratio is unclipped.
+/// gradient `coef · ratio` where the ratio is unclipped. `TOKEN`: `ratio = exp(logp − old)` per
+/// token; otherwise the row's `seq_r` (GSPO, unclipped only while `seq_ok`).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn clip_loop<A: Src, W: Src>(
-    t: usize,
-    x: &RowIn<'_>,
+fn clip_loop<A: Src, W: Src, const TOKEN: bool>(
     a: A,
     w: W,
+    x: &RowIn<'_>,
     c: f32,
     b: Bounds,
-    kind: RatioKind,
-    grad: &mut [f32],
-    s: &mut Scratch,
+    seq_r: f32,
+    seq_ok: bool,
+    o: ClipOut<'_>,
 ) {
+    let t = o.grad.len();
+    let (a, w) = (a.fit(t), w.fit(t));
     let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
-    let grad = &mut grad[..t];
-    let (val, ratio, up, lo, dual) =
-        (&mut s.val[..t], &mut s.ratio[..t], &mut s.up[..t], &mut s.lo[..t], &mut s.dual[..t]);
-    let (seq_r, seq_ok) = match kind {
-        RatioKind::Token => (0.0, true),
-        RatioKind::Seq(slr) => (exp_f32(slr.min(10.0)), slr < 10.0),
-    };
-    let token = matches!(kind, RatioKind::Token);
+    let (grad, val, ratio, up, lo, dual) =
+        (o.grad, &mut o.val[..t], &mut o.ratio[..t], &mut o.up[..t], &mut o.lo[..t], &mut o.dual[..t]);
     for i in 0..t {
         let av = a.at(i);
         let mm = m[i];
-        let r = if token { exp_f32(lp[i] - old[i]) } else { seq_r };
+        let r = if TOKEN { exp_f32(lp[i] - old[i]) } else { seq_r };
         let pos = av > 0.0;
         let neg = av < 0.0;
         let l = if pos { b.lo_pos } else { b.lo_neg };
         let h = if pos { b.hi_pos } else { b.hi_neg };
-        let eff = r.max(l).min(h);
+        let eff = fmin(fmax(r, l), h);
         let coef = -av * c * mm * w.at(i);
         val[i] = coef * eff;
-        let unclipped = eff == r && seq_ok;
+        let unclipped = (eff == r) & seq_ok;
         grad[i] = if unclipped { coef * r } else { 0.0 };
-        ratio[i] = mm * r.min(EXP20_F32);
+        ratio[i] = mm * fmin(r, EXP20_F32);
         let on = b2f(mm > 0.0);
         let high = eff < r;
         let low = eff > r;
-        up[i] = on * b2f(high && pos);
-        lo[i] = on * b2f(low && neg);
-        dual[i] = on * b2f(high && neg);
+        up[i] = on * b2f(high & pos);
+        lo[i] = on * b2f(low & neg);
+        dual[i] = on * b2f(high & neg);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn cispo_loop<A: Src, W: Src>(
+    a: A,
+    w: W,
+    x: &RowIn<'_>,
+    c: f32,
+    lo: f32,
+    hi: f32,
+    grad: &mut [f32],
+    val: &mut [f32],
+    ratio: &mut [f32],
+    up: &mut [f32],
+    low: &mut [f32],
+) {
+    let t = grad.len();
+    let (a, w) = (a.fit(t), w.fit(t));
+    let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
+    let (val, ratio, up, low) = (&mut val[..t], &mut ratio[..t], &mut up[..t], &mut low[..t]);
+    for i in 0..t {
+        let (l, mm) = (lp[i], m[i]);
+        let r = exp_f32((l - old[i]).clamp(-20.0, 20.0));
+        let wc = fmin(fmax(r, lo), hi);
+        let g = -a.at(i) * c * mm * w.at(i) * wc;
+        grad[i] = g;
+        val[i] = g * l;
+        ratio[i] = mm * r;
+        let on = b2f(mm > 0.0);
+        up[i] = on * b2f(wc < r);
+        low[i] = on * b2f(wc > r);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn sapo_loop<A: Src, W: Src>(
+    a: A,
+    w: W,
+    x: &RowIn<'_>,
+    c: f32,
+    tp: f32,
+    tn: f32,
+    grad: &mut [f32],
+    val: &mut [f32],
+    ratio: &mut [f32],
+) {
+    let t = grad.len();
+    let (a, w) = (a.fit(t), w.fit(t));
+    let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
+    let (val, ratio) = (&mut val[..t], &mut ratio[..t]);
+    for i in 0..t {
+        let mm = m[i];
+        let av = a.at(i);
+        let r = exp_f32((lp[i] - old[i]).clamp(-20.0, 20.0));
+        let tau = if av > 0.0 { tp } else { tn };
+        let sig = 1.0 / (1.0 + exp_f32(-tau * (r - 1.0)));
+        let coef = -av * c * mm * w.at(i);
+        val[i] = coef * sig * (4.0 / tau);
+        grad[i] = coef * 4.0 * sig * (1.0 - sig) * r;
+        ratio[i] = mm * r;
+    }
+}
+
+#[inline(always)]
+fn reinforce_loop<A: Src, W: Src>(a: A, w: W, x: &RowIn<'_>, c: f32, grad: &mut [f32], val: &mut [f32]) {
+    let t = grad.len();
+    let (a, w) = (a.fit(t), w.fit(t));
+    let (lp, m, val) = (&x.lp[..t], &x.mask[..t], &mut val[..t]);
+    for i in 0..t {
+        let g = -a.at(i) * c * m[i] * w.at(i);
+        grad[i] = g;
+        val[i] = g * lp[i];
+    }
+}
+
+#[inline(always)]
+fn kl_cov_loop<A: Src, W: Src>(
+    a: A,
+    w: W,
+    x: &RowIn<'_>,
+    c: f32,
+    grad: &mut [f32],
+    val: &mut [f32],
+    ratio: &mut [f32],
+) {
+    let t = grad.len();
+    let (a, w) = (a.fit(t), w.fit(t));
+    let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
+    let (val, ratio) = (&mut val[..t], &mut ratio[..t]);
+    for i in 0..t {
+        let mm = m[i];
+        let r = exp_f32(lp[i] - old[i]);
+        let coef = -a.at(i) * c * mm * w.at(i);
+        val[i] = coef * r;
+        grad[i] = coef * r;
+        ratio[i] = mm * fmin(r, EXP20_F32);
+    }
+}
+
+/// GMPO: the sign-aware clipped log-ratio of every token into `dmin`, 1 into `unc` where unclipped.
+#[inline(always)]
+fn gmpo_dmin<A: Src>(x: &RowIn<'_>, a: A, el: f32, eh: f32, tok_adv: bool, dmin: &mut [f32], unc: &mut [f32]) {
+    let t = dmin.len();
+    let a = a.fit(t);
+    let (lp, old, unc) = (&x.lp[..t], &x.old[..t], &mut unc[..t]);
+    for i in 0..t {
+        let av = a.at(i);
+        let d = lp[i] - old[i];
+        let dm = if av > 0.0 { fmin(d, eh) } else { fmax(d, -el) };
+        // per-token advantages: a token with A = 0 contributes nothing (verl's sign(A) = 0)
+        let dm = if tok_adv & (av == 0.0) { 0.0 } else { dm };
+        dmin[i] = dm;
+        unc[i] = b2f(dm == d);
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn lpo_loop<W: Src>(
+    x: &RowIn<'_>,
+    w: W,
+    ck: f32,
+    clo: f32,
+    chi: f32,
+    grad: &mut [f32],
+    val: &mut [f32],
+    ratio: &mut [f32],
+    lo: &mut [f32],
+) {
+    let t = grad.len();
+    let w = w.fit(t);
+    let (lp, m) = (&x.lp[..t], &x.mask[..t]);
+    let base = &x.behave.unwrap_or(x.old)[..t];
+    let (val, ratio, lo) = (&mut val[..t], &mut ratio[..t], &mut lo[..t]);
+    for i in 0..t {
+        let mm = m[i];
+        let d = lp[i] - base[i];
+        let dc = fmin(fmax(d, clo), chi);
+        let coef = ck * mm * w.at(i);
+        val[i] = coef * dc;
+        grad[i] = if dc == d { coef } else { 0.0 };
+        ratio[i] = mm * exp_f32(d.clamp(-20.0, 20.0));
+        lo[i] = b2f(mm > 0.0) * b2f(dc != d);
+    }
+}
+
+/// The KL term: `E` selects the estimator (0 k1, 1 abs, 2 k2, 3 k3), `ST` the straight-through
+/// gradient (k2's, `logp − ref`).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn kl_loop<const E: u8, const ST: bool>(
+    lp: &[f32],
+    r: &[f32],
+    m: &[f32],
+    c: f32,
+    beta: f32,
+    grad: &mut [f32],
+    val: &mut [f32],
+    kv: &mut [f32],
+) {
+    let t = grad.len();
+    let (lp, r, m, val, kv) = (&lp[..t], &r[..t], &m[..t], &mut val[..t], &mut kv[..t]);
+    for i in 0..t {
+        let lr = lp[i] - r[i];
+        let (v, g) = match E {
+            0 => (lr, 1.0),
+            1 => (
+                lr.abs(),
+                if lr > 0.0 {
+                    1.0
+                } else if lr < 0.0 {
+                    -1.0
+                } else {
+                    0.0
+                },
+            ),
+            2 => (0.5 * lr * lr, lr),
+            _ => {
+                let xx = (-lr).clamp(-20.0, 20.0);
+                let ex = exp_f32(xx);
+                let raw = ex - xx - 1.0;
+                let active = (lr.abs() < 20.0) & (raw < 10.0);
+                (raw.clamp(-10.0, 10.0), if active { 1.0 - ex } else { 0.0 })
+            }
+        };
+        let g = if ST { lr } else { g };
+        let wt = c * m[i];
+        val[i] = wt * v;
+        kv[i] = m[i] * v;
+        grad[i] += beta * wt * g;
     }
 }
 

@@ -20,7 +20,7 @@ use crate::policy::PolicyLoss;
 use crate::torch_loss::LossOutput;
 
 /// Tokens per chunk of copied rows.
-const CHUNK_TOKENS: usize = 1 << 16;
+const CHUNK_TOKENS: usize = 1 << 14;
 
 /// One input tensor's rows, copied chunk by chunk.
 struct Buf {

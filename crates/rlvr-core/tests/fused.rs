@@ -36,18 +36,20 @@ struct Case {
 }
 
 fn case(seed: u64) -> Case {
-    let n = (B * T) as usize;
-    let t = |v: Vec<f32>| Tensor::from_slice(&v).view([B, T]);
+    case_shape(seed, B, T, &[37, 30, 12, 0, 25, 37, 1, 20])
+}
+
+fn case_shape(seed: u64, rows: i64, cols: i64, lens: &[usize]) -> Case {
+    let n = (rows * cols) as usize;
+    let t = |v: Vec<f32>| Tensor::from_slice(&v).view([rows, cols]);
     let old: Vec<f32> = lcg(seed, n).iter().map(|u| -1.5 + 0.8 * u).collect();
     let logp: Vec<f32> = old.iter().zip(lcg(seed + 1, n)).map(|(o, u)| o + 0.35 * u).collect();
     let behave: Vec<f32> = old.iter().zip(lcg(seed + 2, n)).map(|(o, u)| o + 0.5 * u).collect();
     let refl: Vec<f32> = old.iter().zip(lcg(seed + 3, n)).map(|(o, u)| o + 0.3 * u).collect();
-    let adv_row: Vec<f32> = lcg(seed + 4, B as usize).iter().map(|u| 1.5 * u).collect();
+    let adv_row: Vec<f32> = lcg(seed + 4, rows as usize).iter().map(|u| 1.5 * u).collect();
     let adv_tok: Vec<f32> = lcg(seed + 5, n).iter().map(|u| 1.5 * u).collect();
-    // ragged rows, row 3 empty, row 6 has 1 token
-    let lens = [37, 30, 12, 0, 25, 37, 1, 20];
-    let mask: Vec<bool> = (0..n).map(|i| (i % T as usize) < lens[i / T as usize]).collect();
-    let mask_b = Tensor::from_slice(&mask).view([B, T]);
+    let mask: Vec<bool> = (0..n).map(|i| (i % cols as usize) < lens[i / cols as usize]).collect();
+    let mask_b = Tensor::from_slice(&mask).view([rows, cols]);
     Case {
         logp: t(logp),
         old: t(old),
@@ -151,6 +153,34 @@ fn fused_equals_libtorch_for_every_loss_and_option() {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn fused_rows_longer_than_a_block_match_libtorch() {
+    // T = 600: every row is swept in blocks of 256 (with a partial last block)
+    let c = case_shape(5, 4, 600, &[600, 513, 0, 257]);
+    let groups = Groups::uniform(2, 2).unwrap();
+    for mask in [&c.mask_f, &c.mask_b] {
+        let counts = GlobalCounts::local(mask).unwrap();
+        for adv in [&c.adv_row, &c.adv_tok] {
+            for loss in losses() {
+                for agg in [Aggregation::TokenMean, Aggregation::SeqMeanTokenMean] {
+                    let p = LossParams::new(loss).aggregation(agg);
+                    let x = LossInputs::new(&c.logp, &c.old, adv, mask).groups(&groups).seed(3);
+                    let what = format!("{} {} T=600", loss.name(), agg.name());
+                    compare(&what, p, &x, &counts);
+                    let xb = x.behaviour(&c.behave).reference(&c.refl);
+                    let corr = DecoupledParams::default().level(IsLevel::Token);
+                    compare(
+                        &format!("{what} token IS + k3"),
+                        p.correction(Some(corr)).kl(Some(KlParams::default())),
+                        &xb,
+                        &counts,
+                    );
                 }
             }
         }

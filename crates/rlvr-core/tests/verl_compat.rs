@@ -68,7 +68,10 @@ fn gmpo_clip_fractions_native_and_verl() {
     let p = LossParams::new(PolicyLoss::Gmpo(GmpoParams::default())).aggregation(Aggregation::SeqMeanTokenMean);
     for (_, m) in both(p, &logp, &old, &adv, &mask) {
         // native: the side actually clipped (1 upper of 6 tokens, 1 lower)
-        assert_eq!((m.clipfrac, m.clipfrac_upper, m.clipfrac_lower), (Some(2.0 / 6.0), Some(1.0 / 6.0), Some(1.0 / 6.0)));
+        assert_eq!(
+            (m.clipfrac, m.clipfrac_upper, m.clipfrac_lower),
+            (Some(2.0 / 6.0), Some(1.0 / 6.0), Some(1.0 / 6.0))
+        );
     }
     for (_, m) in both(p.compat(Compat::Verl), &logp, &old, &adv, &mask) {
         // verl: δ outside [−ε_l, ε_h] on either side, split by the sign of A: pg_clipfrac = 2/6
