@@ -836,36 +836,31 @@ enum RatioKind {
 fn prepass_loop<const MODE: u8>(lp: &[f32], old: &[f32], m: &[f32]) -> (bool, f64, f64) {
     let n = lp.len().min(old.len()).min(m.len());
     let (lp, old, m) = (&lp[..n], &old[..n], &m[..n]);
-    let (mut bad, mut sm, mut kl) = ([0f32; 8], [0f64; 8], [0f64; 8]);
-    let mut i = 0;
-    while i + 8 <= n {
-        for j in 0..8 {
-            let (l, o, mm) = (lp[i + j], old[i + j], m[i + j]);
-            bad[j] += l * 0.0 + o * 0.0 + mm * 0.0;
-            sm[j] += f64::from(mm);
-            let d = o - l;
-            let v = match MODE {
-                1 => d.clamp(-20.0, 20.0),
-                2 => d.abs(),
-                _ => d,
-            };
-            kl[j] += f64::from(mm * v);
-        }
-        i += 8;
-    }
-    let (mut tail_ok, mut tsm, mut tkl) = (true, 0.0, 0.0);
-    while i < n {
-        let (l, o, mm) = (lp[i], old[i], m[i]);
-        tail_ok &= l.is_finite() && o.is_finite() && mm.is_finite();
-        tsm += f64::from(mm);
+    let kl_of = |l: f32, o: f32| {
         let d = o - l;
-        let v = match MODE {
+        match MODE {
             1 => d.clamp(-20.0, 20.0),
             2 => d.abs(),
             _ => d,
-        };
-        tkl += f64::from(mm * v);
-        i += 1;
+        }
+    };
+    let (mut bad, mut sm, mut kl) = ([0f32; 8], [0f64; 8], [0f64; 8]);
+    let (cl, co, cm) = (lp.chunks_exact(8), old.chunks_exact(8), m.chunks_exact(8));
+    let (rl, ro, rm) = (cl.remainder(), co.remainder(), cm.remainder());
+    for ((l, o), mm) in cl.zip(co).zip(cm) {
+        let (l, o, mm): (&[f32; 8], &[f32; 8], &[f32; 8]) =
+            (l.try_into().unwrap_or(&[0.0; 8]), o.try_into().unwrap_or(&[0.0; 8]), mm.try_into().unwrap_or(&[0.0; 8]));
+        for j in 0..8 {
+            bad[j] += l[j] * 0.0 + o[j] * 0.0 + mm[j] * 0.0;
+            sm[j] += f64::from(mm[j]);
+            kl[j] += f64::from(mm[j] * kl_of(l[j], o[j]));
+        }
+    }
+    let (mut tail_ok, mut tsm, mut tkl) = (true, 0.0, 0.0);
+    for ((&l, &o), &mm) in rl.iter().zip(ro).zip(rm) {
+        tail_ok &= l.is_finite() && o.is_finite() && mm.is_finite();
+        tsm += f64::from(mm);
+        tkl += f64::from(mm * kl_of(l, o));
     }
     let ok = tail_ok && bad.iter().all(|&b| b == 0.0);
     (ok, sm.iter().sum::<f64>() + tsm, kl.iter().sum::<f64>() + tkl)

@@ -1106,6 +1106,43 @@ mod tests {
     }
 
     #[test]
+    fn accessors_sizes_and_ages() -> Result<()> {
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).capacity_groups(8).max_age(5).check()?)?;
+        assert!(buf.is_empty() && buf.last_version().is_none() && buf.last_report().is_none());
+        assert_eq!((buf.step(), buf.bytes(), buf.raw_bytes(), buf.age_stats()), (0, 0, 0, (0.0, 0)));
+        let b = buf.fill(vec![], 0)?;
+        assert!(b.is_empty() && b.len() == 0 && b.fill_ratio() == 1.0);
+        let g0 = group(0, 0, &EFF)?;
+        let g1 = group(1, 1, &[1.0, 0.5])?;
+        let b = buf.fill(vec![g0, g1], 1)?;
+        assert!(!b.is_empty() && b.len() == 2);
+        assert!(!buf.is_empty());
+        assert_eq!((buf.len(), buf.step(), buf.last_version()), (2, 2, Some(1)));
+        assert_eq!(buf.last_report().map(|r| (r.step, r.policy_version, r.stored)), Some((1, 1, 2)));
+        // sizes: stored bytes plus the per-entry overhead; raw and heap bytes of the groups
+        let overhead = (std::mem::size_of::<Entry>() + 2 * std::mem::size_of::<usize>()) as u64;
+        let stored: u64 = buf.iter().map(|s| s.group.stored_bytes() as u64 + overhead).sum();
+        assert_eq!(buf.bytes(), stored);
+        assert_eq!(buf.raw_bytes(), buf.iter().map(|s| s.group.raw_bytes()).sum::<usize>());
+        assert!(buf.raw_bytes() > 0);
+        let heap: usize = buf.iter().map(|s| s.group.heap_bytes() + overhead as usize).sum::<usize>()
+            + (buf.entries.capacity() - buf.entries.len()) * std::mem::size_of::<Entry>();
+        assert_eq!(buf.heap_bytes(), heap);
+        assert!(buf.heap_bytes() > buf.raw_bytes());
+        assert_eq!(buf.age_stats(), (0.5, 1)); // ages 1 and 0 at version 1
+                                               // a new effective group at version 4: ages 4, 3, 0 → mean 7/3, max 4
+        buf.fill(vec![group(9, 4, &EFF)?], 4)?;
+        assert_eq!(buf.age_stats(), (7.0 / 3.0, 4));
+        let ids: Vec<(u64, u64, u32)> = buf.iter().map(|s| (s.id, s.insert_step, s.times_replayed)).collect();
+        assert_eq!(ids, vec![(2, 2, 0), (1, 1, 0), (0, 1, 0)]);
+        buf.clear();
+        assert!(buf.is_empty());
+        assert_eq!((buf.bytes(), buf.raw_bytes(), buf.age_stats()), (0, 0, (0.0, 0)));
+        assert_eq!(buf.step(), 3); // counters survive clear
+        Ok(())
+    }
+
+    #[test]
     fn checkpoint_round_trip_and_metrics() -> anyhow::Result<()> {
         let p = ReplayParams::new(2).priority(Priority::AdvantageStd).sampling(Sampling::Proportional).max_replays(2);
         let mut buf = GroupReplayBuffer::new(p.check()?)?;
