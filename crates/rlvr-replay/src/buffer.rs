@@ -953,6 +953,13 @@ mod tests {
         assert_eq!(buf.totals().stale_rejections, 3);
         let m = b.report.metrics();
         assert_eq!(m.get("replay/stale_rejections"), Some(3.0));
+        // exactly max_age old is still fresh enough: as an input and as a stored group
+        let mut edge = GroupReplayBuffer::new(ReplayParams::new(2).max_age(1).check()?)?;
+        edge.fill(vec![group(0, 0, &EFF)?], 0)?;
+        let b = edge.fill(vec![group(1, 0, &EFF)?, group(2, 1, &FAIL)?], 1)?;
+        assert_eq!((b.report.stale_inputs, b.report.stale_evicted, b.report.fresh, b.report.replayed), (0, 0, 1, 1));
+        assert!(matches!(b.groups[1].origin(), Origin::Replayed { age: 1, .. }));
+        assert_eq!(edge.len(), 1); // the replayed group was used up; the input of version 0 stored
         // a kept stale input is Unfilled without a reason
         let mut keep =
             GroupReplayBuffer::new(ReplayParams::new(2).max_age(0).shortfall(Shortfall::KeepIneffective).check()?)?;
@@ -1161,6 +1168,14 @@ mod tests {
         assert_eq!(m.get("replay/ineffective/all_failure"), Some(3.0));
         assert_eq!(m.get("replay/occupancy"), Some(buf.len() as f64));
         assert_eq!(m.get("replay/total/steps"), Some(4.0));
+        assert_eq!(m.get("replay/occupancy_frac"), Some(buf.len() as f64 / 64.0));
+        // 15 inputs over 4 steps, 5 of them effective (step 0); the replays fill some of the rest
+        let want = (t.effective + t.replayed) as f64 / t.groups_seen as f64;
+        assert_eq!(m.get("replay/total/fill_ratio"), Some(want));
+        assert_eq!((t.groups_seen, t.effective), (15, 5));
+        assert!(want > 0.0 && want < 1.0);
+        assert_eq!(m.get("replay/total/replayed"), Some(t.replayed as f64));
+        assert_eq!(m.get("replay/total/unfilled"), Some(t.unfilled as f64));
         let (mean_age, max_age) = buf.age_stats();
         assert_eq!((m.get("replay/mean_age"), m.get("replay/max_age")), (Some(mean_age), Some(max_age as f64)));
         assert!(max_age >= 1);
