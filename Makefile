@@ -2,6 +2,7 @@
 #   make test   provision what is missing, then run every test of the workspace
 #   make demo   provision, then run the end-to-end RLVR demo in release mode
 #   make lint   rustfmt --check, clippy -D warnings on all targets, rustdoc with warnings denied
+#   make mutants  mutation testing of the crates' core modules (hours; outside CI; docs/testing.md)
 # Provisioning (scripts/provision.sh) installs torch==2.11.0 from PyPI into a venv under
 # $(FRUGAL_CACHE) (default ~/.cache/frugal-rl) once and links it as `.libtorch`; nothing else is
 # needed by hand. `make provision-mujoco` adds mujoco==3.17.0 + gymnasium for the `mujoco` feature
@@ -11,7 +12,7 @@ FRUGAL_CACHE ?= $(HOME)/.cache/frugal-rl
 export FRUGAL_CACHE
 CARGO ?= cargo
 
-.PHONY: all provision provision-mujoco test test-examples demo lint bench clean-cache
+.PHONY: all provision provision-mujoco test test-examples demo lint bench mutants clean-cache
 
 all: test
 
@@ -26,13 +27,15 @@ test: provision provision-mujoco
 	@# rl-envs' MuJoCo environments (locomotion, MuJoCo point maze) against their golden rollouts
 	$(CARGO) test -p rl-envs --features mujoco
 	@# the tch-free crates must build and pass without libtorch features
-	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay --no-default-features
+	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay -p aigb --no-default-features
 	@# the facade gives DPS/MoPPS + POPO + every advantage estimator without libtorch
 	$(CARGO) build --no-default-features --features rlvr-select,rlvr-replay
 	@# rl-core, rl-envs, rlvr-core's core, rlvr-replay and the tch-free facade features must not link libtorch
 	@for c in rl-core rl-envs rlvr-replay; do if $(CARGO) tree -p $$c -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "$$c depends on tch"; exit 1; fi; done
 	@if $(CARGO) tree -p rlvr-core --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rlvr-core --no-default-features depends on tch"; exit 1; fi
 	@if $(CARGO) tree --no-default-features --features rlvr-select,rlvr-replay -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "facade rlvr-select,rlvr-replay depends on tch"; exit 1; fi
+	@# aigb's simulator, rule-based bidders, data and evaluation build without libtorch
+	@if $(CARGO) tree -p aigb --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "aigb without default features depends on tch"; exit 1; fi
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
@@ -45,8 +48,14 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example select_neural -- --n-prompts 200 --steps 20
 	$(CARGO) run --quiet --features full --example embed_trainer
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny
+	$(CARGO) run --quiet --features full --example lare_generate -- --task pendulum --mode replay --model hand-written --n-candidates 1 \
+		--cache crates/lare/llm_cache --out target/lare-tiny/pendulum_encoder.json
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
+	$(CARGO) run --quiet --features full --example aigb_simulate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-simulate-tiny
+	$(CARGO) run --quiet --features full --example aigb_generate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-generate-tiny
+	$(CARGO) run --quiet --features full --example aigb_train -- --quiet --data target/aigb-generate-tiny/trajectories.csv --steps 50 --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-train-tiny
+	$(CARGO) run --quiet --features full --example aigb_evaluate -- --quiet --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 0.5,1.0 --slots 0 --out target/aigb-evaluate-tiny
 
 # The end-to-end RLVR run: warm start, DPS selection, POPO replay (examples/rlvr_demo.rs).
 demo: provision
@@ -56,9 +65,31 @@ lint: provision provision-mujoco
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features full -- -D warnings
 	$(CARGO) clippy -p rl-envs --all-targets --features mujoco -- -D warnings
-	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay --all-targets --no-default-features -- -D warnings
+	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay -p aigb --all-targets --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p rl-envs --no-deps --features mujoco
+
+# Mutation testing (cargo-mutants, installed from crates.io if missing): every crate of
+# MUTANTS_CRATES in MUTANTS_SHARDS shards, one job each, niced; results under target/mutants/
+# and the caught share printed by scripts/mutants_summary.py (figures: docs/testing.md).
+# One crate or shard: `make mutants MUTANTS_CRATES=rl-core MUTANTS_SHARD_LIST="0 1"`.
+MUTANTS_CRATES ?= rl-core rl-nn rlvr-select
+MUTANTS_SHARDS ?= 8
+MUTANTS_SHARD_LIST ?= $(shell seq 0 $$(( $(MUTANTS_SHARDS) - 1 )))
+MUTANTS_TIMEOUT ?= 600
+# the core modules of each crate, and the cargo options its tests run with
+MUTANTS_FILES_rl-core = -f 'crates/rl-core/src/*.rs'
+MUTANTS_FILES_rl-nn = -f 'crates/rl-nn/src/*.rs'
+MUTANTS_FILES_rlvr-select = -f 'crates/rlvr-select/src/*.rs' -e 'crates/rlvr-select/src/sim.rs'
+MUTANTS_OPTS_rlvr-select = --no-default-features
+mutants: provision
+	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
+	@$(foreach c,$(MUTANTS_CRATES),$(foreach k,$(MUTANTS_SHARD_LIST),\
+		echo "== cargo mutants $(c) shard $(k)/$(MUTANTS_SHARDS)"; \
+		LIBTORCH="$(CURDIR)/.libtorch" nice -n 10 $(CARGO) mutants --package $(c) $(MUTANTS_FILES_$(c)) \
+			$(MUTANTS_OPTS_$(c)) --shard $(k)/$(MUTANTS_SHARDS) --jobs 1 --timeout $(MUTANTS_TIMEOUT) \
+			--output target/mutants/$(c)-$(k) >/dev/null || true;))
+	@python3 scripts/mutants_summary.py target/mutants
 
 bench: provision
 	$(CARGO) bench --workspace --features full

@@ -8,6 +8,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rand::Rng;
+use rl_core::Params;
 use rlvr_select::{Candidates, Dps, DpsParams, Mopps, MoppsParams, NoRollouts, Outcome, Selector};
 use std::hint::black_box;
 use std::time::Duration;
@@ -34,7 +35,7 @@ fn dps(c: &mut Criterion) {
     let mut g = configure(c);
     for n in SIZES {
         let mut rng = rl_core::rng_from_seed(0);
-        let Ok(mut dps) = Dps::new(DpsParams::default(), n) else { return };
+        let Ok(mut dps) = Dps::new(DpsParams::default().check().unwrap(), n) else { return };
         dps.track_all();
         // Warm the state: a few steps so beliefs are not all at the prior.
         let mut inputs: Vec<(Vec<u64>, Vec<Outcome>)> = (0..8).map(|_| step_inputs(n, &mut rng)).collect();
@@ -67,7 +68,7 @@ fn mopps(c: &mut Criterion) {
     let mut g = configure(c);
     for n in SIZES {
         let mut rng = rl_core::rng_from_seed(1);
-        let Ok(mut m) = Mopps::new(MoppsParams::default().decay(0.5), n) else { return };
+        let Ok(mut m) = Mopps::new(MoppsParams::default().decay(0.5).check().unwrap(), n) else { return };
         let inputs: Vec<(Vec<u64>, Vec<Outcome>)> = (0..8).map(|_| step_inputs(n, &mut rng)).collect();
         g.throughput(Throughput::Elements(n as u64));
         let mut t = 0usize;

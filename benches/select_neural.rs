@@ -2,6 +2,7 @@
 //! and learner update time per observed batch of 256.
 //!
 //! `cargo bench --bench select_neural --features rlvr-select`
+use rl_core::Params;
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
@@ -51,14 +52,29 @@ fn acquisition(c: &mut Criterion) {
         let x2 = features(n, 2, 7);
         let xg = features(n, GPS_DIM, 8);
         let cases: Vec<(&str, Box<dyn Selector>, usize)> = vec![
-            ("mpts_m20", Box::new(Mpts::new(MptsParams::default(), 2).unwrap_or_else(|_| unreachable!())), 2),
-            ("pdts", Box::new(Pdts::new(PdtsParams::default(), 2).unwrap_or_else(|_| unreachable!())), 2),
             (
-                "pdts_min",
-                Box::new(Pdts::new(PdtsParams::domain_randomisation(1.0), 2).unwrap_or_else(|_| unreachable!())),
+                "mpts_m20",
+                Box::new(Mpts::new(MptsParams::default().check().unwrap(), 2).unwrap_or_else(|_| unreachable!())),
                 2,
             ),
-            ("gps_d8", Box::new(Gps::new(GpsParams::default(), GPS_DIM).unwrap_or_else(|_| unreachable!())), GPS_DIM),
+            (
+                "pdts",
+                Box::new(Pdts::new(PdtsParams::default().check().unwrap(), 2).unwrap_or_else(|_| unreachable!())),
+                2,
+            ),
+            (
+                "pdts_min",
+                Box::new(
+                    Pdts::new(PdtsParams::domain_randomisation(1.0).check().unwrap(), 2)
+                        .unwrap_or_else(|_| unreachable!()),
+                ),
+                2,
+            ),
+            (
+                "gps_d8",
+                Box::new(Gps::new(GpsParams::default().check().unwrap(), GPS_DIM).unwrap_or_else(|_| unreachable!())),
+                GPS_DIM,
+            ),
         ];
         for (name, mut sel, dim) in cases {
             warm(sel.as_mut(), dim);
@@ -81,13 +97,23 @@ fn update(c: &mut Criterion) {
     g.sample_size(20);
     let ids: Vec<u64> = (0..B as u64).collect();
     let cases: Vec<(&str, Box<dyn Selector>, usize)> = vec![
-        ("mpts_sinusoid", Box::new(Mpts::new(MptsParams::default(), 2).unwrap_or_else(|_| unreachable!())), 2),
         (
-            "mpts_dr_10steps",
-            Box::new(Mpts::new(MptsParams::domain_randomisation(), 2).unwrap_or_else(|_| unreachable!())),
+            "mpts_sinusoid",
+            Box::new(Mpts::new(MptsParams::default().check().unwrap(), 2).unwrap_or_else(|_| unreachable!())),
             2,
         ),
-        ("gps_d8", Box::new(Gps::new(GpsParams::default(), GPS_DIM).unwrap_or_else(|_| unreachable!())), GPS_DIM),
+        (
+            "mpts_dr_10steps",
+            Box::new(
+                Mpts::new(MptsParams::domain_randomisation().check().unwrap(), 2).unwrap_or_else(|_| unreachable!()),
+            ),
+            2,
+        ),
+        (
+            "gps_d8",
+            Box::new(Gps::new(GpsParams::default().check().unwrap(), GPS_DIM).unwrap_or_else(|_| unreachable!())),
+            GPS_DIM,
+        ),
     ];
     for (name, mut sel, dim) in cases {
         let x = features(B, dim, 11);

@@ -58,7 +58,7 @@ fn main() -> Result<()> {
     let mut opt = nn::Adam::default().build(&policy.vs, 0.1)?;
 
     // frugal-rl: a selector over prompt ids, a candidate source, a replay buffer, a loss.
-    let mut selector = Dps::new(DpsParams::default(), n_prompts)?;
+    let mut selector = Dps::new(DpsParams::default().check()?, n_prompts)?;
     let mut candidates = EpochWindow::new(n_prompts, 4)?;
     let mut buffer = GroupReplayBuffer::new(ReplayParams::new(K).check()?)?;
     let loss =

@@ -44,7 +44,7 @@ fn main() -> Result<()> {
     let adv = AdvantageConfig::new(AdvantageParams::default().check()?).compute(&rewards, &groups, None)?;
     println!("rewards per group: {:?}", rewards.chunks(K as usize).map(|c| c.iter().sum::<f64>()).collect::<Vec<_>>());
     println!("advantage metrics: {:?}\n", adv.metrics().0);
-    let adv_t = adv.to_tensor(dev);
+    let adv_t = adv.to_tensor(dev)?;
     let logp_of = |table: &Tensor| -> Result<(Tensor, Tensor)> {
         let logits = table.unsqueeze(1).expand([G, K, T, V], false).reshape([G * K, T, V]);
         Ok((token_log_probs(&logits, &tokens)?, entropy_from_logits(&logits)?))

@@ -11,6 +11,7 @@
 use anyhow::Result;
 use clap::Parser;
 use rl_core::stats::{mean, std_dev};
+use rl_core::Params;
 use rl_core::{JsonlSink, MetricsSink};
 use rlvr_select::sim::{run, Dynamics, PromptPoolSim, RunConfig, RunReport, SimParams, SkillParams};
 use rlvr_select::{
@@ -51,7 +52,7 @@ struct Args {
     /// MoPPS retention λ.
     #[arg(long, default_value_t = 1.0)]
     mopps_decay: f32,
-    /// Correlation of feature 0 with difficulty (for part 2's feature-based selectors).
+    /// Correlation of feature 0 with difficulty (for the feature-based selectors GPS, MPTS, PDTS).
     #[arg(long, default_value_t = 0.2)]
     feature_correlation: f64,
     /// Simulator: global skill gain per effective group (default: `SkillParams::default()`).
@@ -77,11 +78,11 @@ fn selectors(a: &Args) -> Result<Vec<Box<dyn Selector>>> {
     let epoch_steps = (n / a.batch.max(1)).max(1) as u64;
     Ok(vec![
         Box::new(rlvr_select::Uniform::new()),
-        Box::new(HistoryResampling::new(HistoryResamplingParams { epoch_steps: Some(epoch_steps) })?),
-        Box::new(DynamicSampling::new(filt(FilterParams::dynamic_sampling()))?),
-        Box::new(OnlineDifficultyFilter::new(filt(FilterParams::online_difficulty()))?),
-        Box::new(Mopps::new(MoppsParams::default().decay(a.mopps_decay), n)?),
-        Box::new(Dps::new(DpsParams::default().decay(a.dps_decay), n)?),
+        Box::new(HistoryResampling::new(HistoryResamplingParams { epoch_steps: Some(epoch_steps) }.check()?)?),
+        Box::new(DynamicSampling::new(filt(FilterParams::dynamic_sampling()).check()?)?),
+        Box::new(OnlineDifficultyFilter::new(filt(FilterParams::online_difficulty()).check()?)?),
+        Box::new(Mopps::new(MoppsParams::default().decay(a.mopps_decay).check()?, n)?),
+        Box::new(Dps::new(DpsParams::default().decay(a.dps_decay).check()?, n)?),
     ])
 }
 
@@ -128,7 +129,7 @@ fn main() -> Result<()> {
     for seed in 0..a.seeds {
         for (m, mut sel) in selectors(&a)?.into_iter().enumerate() {
             // Same pool and same random stream for every method (common random numbers).
-            let mut sim = PromptPoolSim::new(params, seed)?;
+            let mut sim = PromptPoolSim::new(params.check()?, seed)?;
             let mut src = source(&a, sel.name())?;
             let mut rng = rl_core::rng_from_seed(rl_core::derive_seed(seed, 1));
             let r = run(sel.as_mut(), &mut sim, src.as_mut(), &cfg, &mut rng)?;
@@ -143,7 +144,7 @@ fn main() -> Result<()> {
             reports[m].push(r);
         }
     }
-    let start = PromptPoolSim::new(params, 0)?.mean_success();
+    let start = PromptPoolSim::new(params.check()?, 0)?.mean_success();
     println!(
         "pool {} prompts, B = {}, k = {}, predictive candidate ratio {}, DS cap {} gen batches, target {:.2} (start {:.3}), {} seeds, ≤ {} steps\n",
         a.n_prompts, a.batch, a.k, a.ratio, a.max_gen_batches, a.target, start, a.seeds, a.steps

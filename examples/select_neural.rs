@@ -17,6 +17,7 @@
 use anyhow::Result;
 use clap::Parser;
 use rl_core::stats::{mean, pearson, spearman, std_dev};
+use rl_core::Params;
 use rlvr_select::neural::{Gps, GpsParams, Mpts, MptsParams, Pdts, PdtsParams};
 use rlvr_select::sim::{run, PromptPoolSim, RunConfig, RunReport, SimParams};
 use rlvr_select::{
@@ -67,19 +68,20 @@ const DIM: usize = 8;
 fn selector(name: &str, a: &Args, n: usize, seed: u64) -> Result<Box<dyn Selector>> {
     Ok(match name {
         "uniform" => Box::new(Uniform::new()),
-        "dynamic-sampling" => Box::new(DynamicSampling::new(FilterParams {
-            max_gen_batches: a.max_gen_batches,
-            ..FilterParams::dynamic_sampling()
-        })?),
-        "mopps" => Box::new(Mopps::new(MoppsParams::default(), n)?),
-        "dps" => Box::new(Dps::new(DpsParams::default().decay(0.7), n)?),
-        "gps" => Box::new(Gps::new(GpsParams::default().seed(seed).diversity(a.gps_intra, a.gps_inter), DIM)?),
+        "dynamic-sampling" => Box::new(DynamicSampling::new(
+            FilterParams { max_gen_batches: a.max_gen_batches, ..FilterParams::dynamic_sampling() }.check()?,
+        )?),
+        "mopps" => Box::new(Mopps::new(MoppsParams::default().check()?, n)?),
+        "dps" => Box::new(Dps::new(DpsParams::default().decay(0.7).check()?, n)?),
+        "gps" => Box::new(Gps::new(GpsParams::default().seed(seed).diversity(a.gps_intra, a.gps_inter).check()?, DIM)?),
         "mpts" => Box::new(Mpts::new(
-            MptsParams { risk_from_rewards: RiskFromRewards::Informativeness, ..MptsParams::default().seed(seed) },
+            MptsParams { risk_from_rewards: RiskFromRewards::Informativeness, ..MptsParams::default().seed(seed) }
+                .check()?,
             DIM,
         )?),
         "pdts" => Box::new(Pdts::new(
-            PdtsParams { risk_from_rewards: RiskFromRewards::Informativeness, ..PdtsParams::default().seed(seed) },
+            PdtsParams { risk_from_rewards: RiskFromRewards::Informativeness, ..PdtsParams::default().seed(seed) }
+                .check()?,
             DIM,
         )?),
         other => anyhow::bail!("unknown method {other}"),
@@ -117,7 +119,7 @@ fn main() -> Result<()> {
         let mut reports: Vec<RunReport> = Vec::new();
         let (mut pr, mut sr, mut ms) = (Vec::new(), Vec::new(), Vec::new());
         for seed in 0..a.seeds {
-            let mut sim = PromptPoolSim::new(params, seed)?;
+            let mut sim = PromptPoolSim::new(params.check()?, seed)?;
             let table = sim.features()[..n_train * DIM].to_vec();
             let ratio = if name == "dynamic-sampling" {
                 a.max_gen_batches

@@ -21,6 +21,7 @@ use anyhow::Result;
 use clap::Parser;
 use rand::Rng;
 use rl_core::stats::{cvar_upper, mean, pearson, std_dev};
+use rl_core::Params;
 use rlvr_select::neural::{Mpts, MptsParams, Pdts, PdtsParams};
 use rlvr_select::{
     Candidates, Drm, DrmParams, Gdrm, GdrmParams, ItemId, NoRollouts, Outcome, RolloutOracle, Selector, Uniform,
@@ -225,12 +226,12 @@ fn run(method: &str, seed: u64, iters: usize, test_tasks: usize) -> Result<RunRe
         "pdts" => 512,
         other => anyhow::bail!("unknown method {other}"),
     };
-    let mut gdrm = Gdrm::new(GdrmParams::default())?;
+    let mut gdrm = Gdrm::new(GdrmParams::default().check()?)?;
     let mut boxed: Box<dyn Selector> = match method {
         "erm" | "gdrm" => Box::new(Uniform::new()),
-        "drm" => Box::new(Drm::new(DrmParams::default())?),
-        "mpts" => Box::new(Mpts::new(MptsParams::default().seed(seed), 2)?),
-        _ => Box::new(Pdts::new(PdtsParams::default().seed(seed), 2)?),
+        "drm" => Box::new(Drm::new(DrmParams::default().check()?)?),
+        "mpts" => Box::new(Mpts::new(MptsParams::default().seed(seed).check()?, 2)?),
+        _ => Box::new(Pdts::new(PdtsParams::default().seed(seed).check()?, 2)?),
     };
     let mut sel_rng = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "selector"));
     let (mut pcc_sum, mut pcc_n) = (0.0, 0usize);

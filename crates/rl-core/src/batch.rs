@@ -18,7 +18,7 @@ use crate::error::{check_finite, Result, RlCoreError};
 /// same checks; the columns are read through accessors and taken back by
 /// [`Transitions::into_columns`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(try_from = "Columns", into = "Columns")]
+#[serde(try_from = "TransitionColumns", into = "TransitionColumns")]
 pub struct Transitions {
     obs: Array2<f32>,
     action: Array2<f32>,
@@ -28,28 +28,36 @@ pub struct Transitions {
     timeout: Array1<f32>,
 }
 
-/// The serialised form, checked by `TryFrom`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// The columns of a [`Transitions`] as plain, unchecked data: what
+/// [`Transitions::into_columns`] gives back, and the serialised form (turned back into a
+/// `Transitions` only through [`Transitions::from_columns`]'s checks).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Columns {
-    obs: Array2<f32>,
-    action: Array2<f32>,
-    reward: Array1<f32>,
-    next_obs: Array2<f32>,
-    terminal: Array1<f32>,
-    timeout: Array1<f32>,
+pub struct TransitionColumns {
+    /// Observations `[N, obs_dim]`.
+    pub obs: Array2<f32>,
+    /// Actions `[N, act_dim]`.
+    pub action: Array2<f32>,
+    /// Rewards `[N]`.
+    pub reward: Array1<f32>,
+    /// Next observations `[N, obs_dim]`.
+    pub next_obs: Array2<f32>,
+    /// Terminal flags `[N]`.
+    pub terminal: Array1<f32>,
+    /// Time-limit flags `[N]`.
+    pub timeout: Array1<f32>,
 }
 
-impl TryFrom<Columns> for Transitions {
+impl TryFrom<TransitionColumns> for Transitions {
     type Error = RlCoreError;
-    fn try_from(c: Columns) -> Result<Self> {
+    fn try_from(c: TransitionColumns) -> Result<Self> {
         Transitions::from_columns(c.obs, c.action, c.reward, c.next_obs, c.terminal, c.timeout)
     }
 }
 
-impl From<Transitions> for Columns {
+impl From<Transitions> for TransitionColumns {
     fn from(t: Transitions) -> Self {
-        Columns {
+        TransitionColumns {
             obs: t.obs,
             action: t.action,
             reward: t.reward,
@@ -126,10 +134,9 @@ impl Transitions {
         &self.timeout
     }
 
-    /// The columns `(obs, action, reward, next_obs, terminal, timeout)`, by value.
-    #[allow(clippy::type_complexity)]
-    pub fn into_columns(self) -> (Array2<f32>, Array2<f32>, Array1<f32>, Array2<f32>, Array1<f32>, Array1<f32>) {
-        (self.obs, self.action, self.reward, self.next_obs, self.terminal, self.timeout)
+    /// The columns, by value.
+    pub fn into_columns(self) -> TransitionColumns {
+        self.into()
     }
 
     /// Number of transitions.
@@ -306,8 +313,9 @@ mod tests {
         let mut v: serde_json::Value = serde_json::from_str(&json).unwrap();
         v["reward"] = serde_json::json!({"v": 1, "dim": [3], "data": [1.0, 1.0, 1.0]});
         assert!(serde_json::from_value::<Transitions>(v).is_err());
-        let cols = t.clone().into_columns();
-        assert_eq!(Transitions::from_columns(cols.0, cols.1, cols.2, cols.3, cols.4, cols.5).unwrap(), t);
+        let c = t.clone().into_columns();
+        assert_eq!(c.reward, array![1.0, 1.0, 1.0, 1.0]);
+        assert_eq!(Transitions::try_from(c).unwrap(), t);
         assert!(t.gather(&[4]).is_err());
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
         assert_eq!(t.sample(16, &mut rng).unwrap().len(), 16);

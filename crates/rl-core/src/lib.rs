@@ -36,7 +36,7 @@ pub mod seed;
 pub mod space;
 pub mod stats;
 
-pub use batch::Transitions;
+pub use batch::{TransitionColumns, Transitions};
 pub use env::{rollout_episode, ActMode, Env, Policy, RandomPolicy, Step};
 pub use episode::{EpisodeStats, EpisodeSummary};
 pub use error::{check_finite, check_finite_f64, Result, RlCoreError};

@@ -1,11 +1,11 @@
 //! The point maze against gymnasium-robotics 1.4.2 (`PointMaze_*-v3`, MuJoCo 3.17; fixtures
 //! from `scripts/golden_rl_envs.py maze`): maps, seeded goals and starts, rewards and flags
-//! match to 1e-6; the pure-Rust ball matches MuJoCo to 1e-6 while it is clear of the walls
-//! (MuJoCo's contact margin is 0.002 + 0.002), and the test reports how far it drifts after contact.
+//! match to 1e-6, and so does the pure-Rust ball's motion, wall contacts included (its soft
+//! contact is MuJoCo's model, solved as MuJoCo does).
 
 mod common;
 
-use common::{action, assert_close, load, to_f64, Case};
+use common::{action, assert_close, load, max_rel_err, to_f64, Case};
 use rl_core::{Env, Params};
 use rl_envs::maze::{MazeLayout, MazeReward, PointMaze, PointMazeParams};
 use rl_envs::rng::NumpyRng;
@@ -84,41 +84,35 @@ fn fixture_maps() -> std::collections::HashMap<String, Vec<String>> {
 }
 
 #[test]
-fn point_maze_matches_gymnasium_robotics_in_free_flight() {
+fn point_maze_matches_gymnasium_robotics() {
     let fixture = load("maze");
-    let (mut compared, mut total, mut worst_after_contact) = (0usize, 0usize, 0.0f64);
+    let (mut steps, mut contact_steps, mut worst) = (0usize, 0usize, 0.0f64);
     for case in &fixture.cases {
         let name = format!("{} seed {}", case.env, case.seed);
         let mut env = PointMaze::new(params_for(case).check().unwrap()).unwrap();
         let obs = env.reset(&mut NumpyRng::new(case.seed)).unwrap();
         assert_close(&format!("{name} reset"), &to_f64(&obs), &case.reset_obs, TOL);
         let dists = wall_dists(case);
-        let mut free = true;
         for (t, a) in case.actions.iter().enumerate() {
             let step = env.step(action(a).view()).unwrap();
             let what = format!("{name} step {t}");
             // MuJoCo's step t+1 sees a contact when the ball starts it within the margin
-            free = free && dists[t] - RADIUS > MARGIN && dists[t + 1] - RADIUS > 0.0;
-            assert_eq!(step.truncated, case.truncated[t], "{what} truncated");
-            total += 1;
-            if free {
-                compared += 1;
-                assert_close(&format!("{what} obs"), &to_f64(&step.obs), &case.obs[t], TOL);
-                assert_close(&format!("{what} reward"), &[f64::from(step.reward)], &[case.rewards[t]], TOL);
-                assert_eq!(step.terminated, case.terminated[t], "{what} terminated");
-            } else {
-                let o = to_f64(&step.obs);
-                let err = ((o[0] - case.obs[t][0]).powi(2) + (o[1] - case.obs[t][1]).powi(2)).sqrt();
-                worst_after_contact = worst_after_contact.max(err);
+            if dists[t] - RADIUS < MARGIN {
+                contact_steps += 1;
             }
+            assert_close(&format!("{what} obs"), &to_f64(&step.obs), &case.obs[t], TOL);
+            assert_close(&format!("{what} reward"), &[f64::from(step.reward)], &[case.rewards[t]], TOL);
+            assert_eq!(step.terminated, case.terminated[t], "{what} terminated");
+            assert_eq!(step.truncated, case.truncated[t], "{what} truncated");
+            worst = worst.max(max_rel_err(&to_f64(&step.obs), &case.obs[t]));
+            steps += 1;
             if step.done() {
                 break;
             }
         }
     }
     eprintln!(
-        "point maze: {compared} of {total} steps in free flight matched to {TOL:e}; \
-         after wall contact the rigid ball was at most {worst_after_contact:.3} from MuJoCo's"
+        "point maze: {steps} steps ({contact_steps} with wall contact) matched to {TOL:e}; worst observation error {worst:e}"
     );
-    assert!(compared >= 400, "only {compared} free-flight steps compared");
+    assert!(contact_steps >= 300, "only {contact_steps} steps with wall contact");
 }

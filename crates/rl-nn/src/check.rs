@@ -159,6 +159,10 @@ mod tests {
         kind("x", &x, Kind::Float).unwrap();
         assert!(matches!(kind("x", &x, Kind::Double), Err(RlNnError::Kind { .. })));
         floating("x", &x).unwrap();
+        for k in [Kind::Half, Kind::BFloat16, Kind::Double] {
+            floating("k", &Tensor::zeros([1], (k, Device::Cpu))).unwrap();
+        }
+        assert!(!is_float(Kind::Int) && is_float(Kind::BFloat16));
         assert!(floating("i", &Tensor::from_slice(&[1i64])).is_err());
         device("x", &x, Device::Cpu).unwrap();
         assert!(matches!(device("x", &x, Device::Cuda(0)), Err(RlNnError::Device { .. })));
@@ -167,6 +171,11 @@ mod tests {
         finite("x", &x).unwrap();
         let bad = Tensor::from_slice(&[1.0f32, f32::NAN, 2.0]);
         assert!(matches!(finite("b", &bad), Err(RlNnError::NonFinite { index: 1, .. })));
+        let inf = Tensor::from_slice(&[1.0f64, 2.0, f64::NEG_INFINITY]);
+        assert!(
+            matches!(finite("b", &inf), Err(RlNnError::NonFinite { index: 2, value, .. }) if value == f64::NEG_INFINITY)
+        );
+        assert!(finite("i", &Tensor::from_slice(&[1i64])).is_err());
         let undefined = Tensor::new();
         assert!(matches!(shape("u", &undefined, &[]), Err(RlNnError::Empty { .. })));
     }

@@ -286,14 +286,11 @@ pub(crate) fn unit<R: Rng + ?Sized>(rng: &mut R) -> f64 {
     (rng.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
-/// `U(lo, hi)` as `mid + half·(2u − 1)`: exactly `(2u − 1)·b` for the symmetric `U(−b, b)`.
+/// `U(lo, hi)` as `mid + half·(2u − 1)`: exactly `(2u − 1)·b` for the symmetric `U(−b, b)`
+/// (adding `mid = 0.0` is exact, and `(2u − 1)·b` is never `−0.0`).
 pub(crate) fn uniform_value<R: Rng + ?Sized>(lo: f64, hi: f64, rng: &mut R) -> f64 {
     let (mid, half) = ((lo + hi) / 2.0, (hi - lo) / 2.0);
-    if mid == 0.0 {
-        (2.0 * unit(rng) - 1.0) * half
-    } else {
-        mid + (2.0 * unit(rng) - 1.0) * half
-    }
+    mid + (2.0 * unit(rng) - 1.0) * half
 }
 
 fn numel(shape: &[i64]) -> Result<usize> {
@@ -521,16 +518,13 @@ pub fn from_values(values: &[f64], shape: &[i64], (kind, device): (Kind, Device)
             got: shape.to_vec(),
         });
     }
+    // f64 values stay f64; every other kind is rounded once to f32 in Rust (as PyTorch's f32
+    // init), then converted by libtorch (a no-op for f32).
     let t = if kind == Kind::Double {
         Tensor::f_from_slice(values)?
     } else {
         let v: Vec<f32> = values.iter().map(|&x| x as f32).collect();
-        let t = Tensor::f_from_slice(&v)?;
-        if kind == Kind::Float {
-            t
-        } else {
-            t.f_to_kind(kind)?
-        }
+        Tensor::f_from_slice(&v)?.f_to_kind(kind)?
     };
     Ok(t.f_reshape(shape)?.f_to_device(device)?)
 }
@@ -681,6 +675,59 @@ mod tests {
     }
 
     #[test]
+    fn truncated_normal_has_the_moments_of_the_truncated_law() {
+        // N(0, 1) on [0, 2]: mean = (φ(0) − φ(2)) / Z = 0.72278, std = 0.50133 (Z = Φ(2) − ½).
+        let mut rng = rl_core::rng_from_seed(5);
+        let v =
+            values(Init::TruncatedNormal { mean: 0.0, std: 1.0, lo: 0.0, hi: 2.0 }, &[40_000], None, &mut rng).unwrap();
+        let (m, s) = stats(&v);
+        assert!((m - 0.72278).abs() < 0.01 && (s - 0.50133).abs() < 0.01, "{m} {s}");
+        // shifted and scaled: N(1, 2²) on [1, 5] is 1 + 2·(the law above)
+        let v =
+            values(Init::TruncatedNormal { mean: 1.0, std: 2.0, lo: 1.0, hi: 5.0 }, &[40_000], None, &mut rng).unwrap();
+        let (m, s) = stats(&v);
+        assert!((m - (1.0 + 2.0 * 0.72278)).abs() < 0.02 && (s - 2.0 * 0.50133).abs() < 0.02, "{m} {s}");
+    }
+
+    #[test]
+    fn fans_gains_and_kinds() {
+        assert_eq!(Fans::of_shape(&[6, 3, 4, 5]).unwrap(), Fans::new(60, 120));
+        assert_eq!(Fans::of_shape(&[6, 3]).unwrap(), Fans::new(3, 6));
+        let mut rng = rl_core::rng_from_seed(8);
+        // fan_out of a conv-like shape: bound sqrt(3 / (6·20)) for kaiming fan_out, gain 1
+        let v =
+            values(Init::KaimingUniform { gain: 1.0, mode: FanMode::FanOut }, &[6, 3, 4, 5], None, &mut rng).unwrap();
+        let b = (3.0f64 / 120.0).sqrt();
+        assert!(v.iter().all(|x| x.abs() <= b) && v.iter().any(|x| x.abs() > 0.9 * b));
+        let v = values(Init::XavierUniform { gain: 1.0 }, &[6, 3, 4, 5], None, &mut rng).unwrap();
+        let b = (6.0f64 / 180.0).sqrt();
+        assert!(v.iter().all(|x| x.abs() <= b) && v.iter().any(|x| x.abs() > 0.9 * b));
+        for (a, g) in [
+            (Activation::Identity, Some(1.0)),
+            (Activation::Sigmoid, Some(1.0)),
+            (Activation::Relu, Some(2f64.sqrt())),
+            (Activation::LeakyRelu, Some((2.0 / 1.0001f64).sqrt())),
+            (Activation::Silu, None),
+            (Activation::Mish, None),
+            (Activation::Elu, None),
+        ] {
+            assert_eq!(calculate_gain(a), g, "{a:?}");
+        }
+        // f64 values are kept exactly; other kinds are rounded once
+        let d = tensor(Init::Constant { value: 0.1 }, &[2], (Kind::Double, Device::Cpu), &mut rng).unwrap();
+        assert_eq!(Vec::<f64>::try_from(&d).unwrap(), vec![0.1, 0.1]);
+        let f = tensor(Init::Constant { value: 0.1 }, &[2], (Kind::Float, Device::Cpu), &mut rng).unwrap();
+        assert_eq!((f.kind(), Vec::<f32>::try_from(&f).unwrap()), (Kind::Float, vec![0.1f32, 0.1]));
+        let h = tensor(Init::Ones, &[3], (Kind::Half, Device::Cpu), &mut rng).unwrap();
+        assert_eq!(h.kind(), Kind::Half);
+        assert!(matches!(from_values(&[1.0, 2.0], &[3], (Kind::Float, Device::Cpu)), Err(RlNnError::Shape { .. })));
+        assert!(matches!(values(Init::Zeros, &[i64::MAX, i64::MAX], None, &mut rng), Err(RlNnError::Shape { .. })));
+        assert!(Init::Uniform { lo: 1.0, hi: 1.0 }.validate().is_ok());
+        assert_eq!(values(Init::Uniform { lo: 1.0, hi: 1.0 }, &[3], None, &mut rng).unwrap(), vec![1.0; 3]);
+        assert!(!Init::Normal { mean: 0.0, std: 1.0 }.needs_fans() && Init::TorchLinear.needs_fans());
+    }
+
+    #[test]
     fn orthogonal_matches_torch_qr_on_the_same_matrix() {
         for (rows, cols) in [(6usize, 4usize), (4, 6), (5, 5), (1, 3)] {
             let mut rng = rl_core::rng_from_seed(9);
@@ -720,15 +767,40 @@ mod tests {
         assert!(matches!(values(Init::Orthogonal { gain: 1.0 }, &[4], None, &mut rng), Err(RlNnError::Shape { .. })));
         assert!(matches!(values(Init::Zeros, &[-1], None, &mut rng), Err(RlNnError::Shape { .. })));
         let bad = [
-            Init::Normal { mean: 0.0, std: -1.0 },
-            Init::Uniform { lo: 1.0, hi: 0.0 },
-            Init::Constant { value: f64::NAN },
-            Init::TruncatedNormal { mean: 0.0, std: 1.0, lo: 1.0, hi: 1.0 },
-            Init::Orthogonal { gain: f64::INFINITY },
+            (Init::Normal { mean: 0.0, std: -1.0 }, "init.std"),
+            (Init::Normal { mean: f64::NAN, std: 1.0 }, "init.mean"),
+            (Init::Normal { mean: 0.0, std: f64::INFINITY }, "init.std"),
+            (Init::Uniform { lo: 1.0, hi: 0.0 }, "init.hi"),
+            (Init::Uniform { lo: f64::NAN, hi: 0.0 }, "init.lo"),
+            (Init::Uniform { lo: 0.0, hi: f64::INFINITY }, "init.hi"),
+            (Init::Constant { value: f64::NAN }, "init.value"),
+            (Init::TruncatedNormal { mean: 0.0, std: 1.0, lo: 1.0, hi: 1.0 }, "init.hi"),
+            (Init::TruncatedNormal { mean: 0.0, std: 0.0, lo: 0.0, hi: 1.0 }, "init.std"),
+            (Init::TruncatedNormal { mean: f64::NAN, std: 1.0, lo: 0.0, hi: 1.0 }, "init.mean"),
+            (Init::TruncatedNormal { mean: 0.0, std: f64::NAN, lo: 0.0, hi: 1.0 }, "init.std"),
+            (Init::TruncatedNormal { mean: 0.0, std: 1.0, lo: f64::NEG_INFINITY, hi: 1.0 }, "init.lo"),
+            (Init::TruncatedNormal { mean: 0.0, std: 1.0, lo: 0.0, hi: f64::INFINITY }, "init.hi"),
+            (Init::Orthogonal { gain: f64::INFINITY }, "init.gain"),
+            (Init::XavierUniform { gain: f64::NAN }, "init.gain"),
+            (Init::XavierNormal { gain: f64::NAN }, "init.gain"),
+            (Init::KaimingUniform { gain: f64::NAN, mode: FanMode::FanIn }, "init.gain"),
+            (Init::KaimingNormal { gain: f64::NAN, mode: FanMode::FanIn }, "init.gain"),
         ];
-        for b in bad {
-            assert!(matches!(values(b, &[2, 2], None, &mut rng), Err(RlNnError::InvalidParameter { .. })), "{b:?}");
+        for (b, field) in bad {
+            match values(b, &[2, 2], None, &mut rng) {
+                Err(RlNnError::InvalidParameter { name, .. }) => assert_eq!(name, field, "{b:?}"),
+                other => panic!("{b:?}: {other:?}"),
+            }
         }
+        assert!(Init::Normal { mean: 0.0, std: 0.0 }.validate().is_ok());
+        assert!(matches!(
+            values(Init::KaimingNormal { gain: 1.0, mode: FanMode::FanOut }, &[0, 3], None, &mut rng),
+            Err(RlNnError::InvalidParameter { ref name, .. }) if name == "fan_out"
+        ));
+        assert!(matches!(
+            values(Init::XavierNormal { gain: 1.0 }, &[4], Some(Fans::new(2, 0)), &mut rng),
+            Err(RlNnError::InvalidParameter { ref name, .. }) if name == "fan_out"
+        ));
         let opts = (Kind::Int64, Device::Cpu);
         assert!(matches!(tensor(Init::Zeros, &[2], opts, &mut rng), Err(RlNnError::Kind { .. })));
         let cuda = (Kind::Float, Device::Cuda(63));
@@ -746,6 +818,12 @@ mod tests {
         assert_eq!(w.size(), [2, 3]);
         assert!(w.requires_grad());
         assert_eq!(b.unwrap().size(), [2]);
+        let (w2, none) = linear(&vs.root(), "head", 3, 5, false, &mut rng).unwrap();
+        assert!(none.is_none() && w2.size() == [5, 3]);
+        // the bias is drawn with the layer's fan_in: bound 1/sqrt(400)
+        let (_, wide_b) = linear(&vs.root(), "wide", 400, 300, true, &mut rng).unwrap();
+        let m = wide_b.unwrap().abs().max().double_value(&[]);
+        assert!(m <= 0.05 && m > 0.04, "{m}");
         let names: std::collections::BTreeSet<String> = vs.variables().into_keys().collect();
         assert!(names.contains("blocks.0.fc.weight") && names.contains("blocks.0.fc.bias"));
         assert!(matches!(
@@ -756,7 +834,7 @@ mod tests {
         assert!(matches!(var(&vs.root(), "", &[1], Init::Zeros, &mut rng), Err(RlNnError::InvalidName { .. })));
         let m = buffer(&vs.root(), "stats.mean", &[4], Init::Zeros, &mut rng).unwrap();
         assert!(!m.requires_grad());
-        assert_eq!(vs.trainable_variables().len(), 2);
+        assert_eq!(vs.trainable_variables().len(), 5);
         // the double-kind store gets double variables
         let mut vs2 = VarStore::new(Device::Cpu);
         vs2.set_kind(Kind::Double);

@@ -641,6 +641,21 @@ mod tests {
                 other => panic!("{name}: {other:?}"),
             }
         }
+        // the ends of each range are valid
+        AdamParams::default().lr(0.0).beta1(0.0).beta2(0.0).eps(0.0).weight_decay(0.0).check().unwrap();
+        AdamParams::default().max_grad_norm(Some(1e-12)).check().unwrap();
+        for (name, p) in [
+            ("lr", AdamParams::default().lr(f64::INFINITY)),
+            ("beta1", AdamParams::default().beta1(-0.1)),
+            ("beta2", AdamParams::default().beta2(1.0)),
+            ("eps", AdamParams::default().eps(-1e-9)),
+            ("weight_decay", AdamParams::default().weight_decay(f64::NAN)),
+            ("max_grad_norm", AdamParams::default().max_grad_norm(Some(f64::INFINITY))),
+        ] {
+            assert!(matches!(p.check(), Err(RlNnError::InvalidParameter { name: ref n, .. }) if n == name), "{name}");
+        }
+        let w = AdamParams::adamw();
+        assert!(w.decoupled_weight_decay && w.weight_decay == 0.01 && w.lr == 1e-3 && !w.amsgrad);
         let p: AdamParams = serde_json::from_str(r#"{"lr": 0.01, "amsgrad": true}"#).unwrap();
         assert_eq!(p, AdamParams::default().lr(0.01).amsgrad(true));
         assert!(serde_json::from_str::<AdamParams>(r#"{"learning_rate": 0.01}"#).is_err());
@@ -693,6 +708,37 @@ mod tests {
     }
 
     #[test]
+    fn parameters_without_gradient_are_skipped_and_lr_can_change() {
+        let used = Tensor::zeros([2], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let unused = Tensor::zeros([3], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let mut opt = Adam::new(
+            AdamParams::default().lr(0.5).check().unwrap(),
+            vec![("b_used".into(), used.shallow_clone()), ("a_unused".into(), unused.shallow_clone())],
+        )
+        .unwrap();
+        assert_eq!(opt.names(), ["b_used", "a_unused"]);
+        let info = opt.backward_step(&(&used * 2.0).sum(Kind::Float)).unwrap();
+        assert_eq!(info.updated, 1);
+        let tensors: BTreeMap<String, Tensor> = opt.state_tensors("").unwrap().into_iter().collect();
+        assert_eq!(tensors["a_unused.step"].int64_value(&[]), 0);
+        assert_eq!(tensors["b_used.step"].int64_value(&[]), 1);
+        assert_eq!(unused.abs().sum(Kind::Double).double_value(&[]), 0.0);
+        assert!((used.double_value(&[0]) + 0.5).abs() < 1e-6);
+        assert!(opt.set_lr(-1.0).is_err());
+        assert_eq!(opt.lr(), 0.5);
+        opt.set_lr(0.25).unwrap();
+        assert_eq!((opt.lr(), opt.params().lr), (0.25, 0.25));
+        assert!(opt.backward_step(&Tensor::new()).is_err());
+        // a store's non-trainable variables are not optimised
+        let vs = VarStore::new(Device::Cpu);
+        let _w = vs.root().zeros("w", &[2]);
+        let _buf = vs.root().zeros_no_train("running_mean", &[2]);
+        let o = Adam::for_var_store(AdamParams::default().check().unwrap(), &vs).unwrap();
+        assert_eq!(o.names(), ["w"]);
+        assert_eq!(o.steps(), 0);
+    }
+
+    #[test]
     fn names_must_be_unique_and_parameters_floating() {
         let p = AdamParams::default().check().unwrap();
         let t = Tensor::zeros([2], (Kind::Float, Device::Cpu));
@@ -741,6 +787,20 @@ mod tests {
         step.insert("optim.w.step".into(), Tensor::from_slice(&[-1i64]));
         assert!(matches!(
             b.load_state_tensors(&step, "optim.", LoadMode::Strict, "x"),
+            Err(RlNnError::CorruptCheckpoint { .. })
+        ));
+        for bad_step in [Tensor::from_slice(&[1.5f64]), Tensor::from_slice(&[1i64, 2]), Tensor::from_slice(&[true])] {
+            let mut step = saved.iter().map(|(k, v)| (k.clone(), v.shallow_clone())).collect::<BTreeMap<_, _>>();
+            step.insert("optim.w.step".into(), bad_step);
+            assert!(matches!(
+                b.check_state_tensors(&step, "optim.", LoadMode::Strict, "x"),
+                Err(RlNnError::CorruptCheckpoint { .. })
+            ));
+        }
+        let mut ints = saved.iter().map(|(k, v)| (k.clone(), v.shallow_clone())).collect::<BTreeMap<_, _>>();
+        ints.insert("optim.w.exp_avg".into(), Tensor::zeros([2, 2], (Kind::Int64, Device::Cpu)));
+        assert!(matches!(
+            b.load_state_tensors(&ints, "optim.", LoadMode::Strict, "x"),
             Err(RlNnError::CorruptCheckpoint { .. })
         ));
         let mut extra = saved.iter().map(|(k, v)| (k.clone(), v.shallow_clone())).collect::<BTreeMap<_, _>>();

@@ -231,6 +231,49 @@ mod tests {
     }
 
     #[test]
+    fn probability_edges() {
+        let mut rng = rl_core::rng_from_seed(9);
+        let ones = bernoulli(&[50], 1.0, CPU, &mut rng).unwrap();
+        assert_eq!(ones.sum(Kind::Double).double_value(&[]), 50.0);
+        let zeros = bernoulli(&[50], 0.0, CPU, &mut rng).unwrap();
+        assert_eq!(zeros.sum(Kind::Double).double_value(&[]), 0.0);
+        let keep = dropout_mask(&[50], 0.0, CPU, &mut rng).unwrap();
+        assert_eq!(keep.sum(Kind::Double).double_value(&[]), 50.0);
+        assert!(dropout_mask(&[5], -0.1, CPU, &mut rng).is_err());
+        assert!(bernoulli(&[5], f64::NAN, CPU, &mut rng).is_err());
+        let same = uniform(&[4], 2.0, 2.0, CPU, &mut rng).unwrap();
+        assert_eq!(Vec::<f32>::try_from(&same).unwrap(), vec![2.0; 4]);
+        let c = normal(&[3], 5.0, 0.0, (Kind::Double, Device::Cpu), &mut rng).unwrap();
+        assert_eq!(Vec::<f64>::try_from(&c).unwrap(), vec![5.0; 3]);
+        assert!(
+            matches!(normal(&[2], f64::NAN, 1.0, CPU, &mut rng), Err(RlNnError::InvalidParameter { ref name, .. }) if name == "mean")
+        );
+        assert!(
+            matches!(normal(&[2], 0.0, f64::INFINITY, CPU, &mut rng), Err(RlNnError::InvalidParameter { ref name, .. }) if name == "std")
+        );
+        assert!(uniform(&[2], f64::NEG_INFINITY, 0.0, CPU, &mut rng).is_err());
+        assert!(uniform(&[2], 0.0, f64::NAN, CPU, &mut rng).is_err());
+        // with p = 0 dropout draws nothing and returns the input
+        let before = rng.clone();
+        let x = Tensor::ones([2, 2], CPU);
+        assert!(dropout(&x, 0.0, true, &mut rng).unwrap().equal(&x));
+        assert_eq!(before, rng);
+        // a one-hot row always yields its index; rank-1 logits give a rank-0 draw
+        let one_hot = Tensor::from_slice(&[f32::NEG_INFINITY, f32::NEG_INFINITY, 0.0]);
+        for _ in 0..20 {
+            let t = categorical(&one_hot, &mut rng).unwrap();
+            assert_eq!((t.size(), t.int64_value(&[])), (vec![], 2));
+        }
+        let first = Tensor::from_slice(&[0.0f32, f32::NEG_INFINITY]).view([1, 2]);
+        for _ in 0..20 {
+            assert_eq!(categorical(&first, &mut rng).unwrap().int64_value(&[0]), 0);
+        }
+        let pos_inf = Tensor::from_slice(&[0.0f32, 1.0, 2.0, f32::INFINITY]).view([2, 2]);
+        assert!(matches!(categorical(&pos_inf, &mut rng), Err(RlNnError::NonFinite { index: 3, .. })));
+        assert!(matches!(categorical(&Tensor::from_slice(&[1i64, 2]), &mut rng), Err(RlNnError::Kind { .. })));
+    }
+
+    #[test]
     fn dropout_is_identity_in_eval_and_scales_in_train() {
         let mut rng = rl_core::rng_from_seed(2);
         let x = Tensor::ones([4, 5], CPU);

@@ -92,5 +92,21 @@ mod tests {
         let c = VarStore::new(Device::Cpu);
         let _mc = Mlp::new(&c.root(), 3, 1, &cfg, &mut rng).unwrap();
         assert!(matches!(hard_update(&a, &c), Err(RlNnError::TensorShape { .. })));
+        // tau at its ends: 0 keeps the target, 1 copies the source
+        let d = VarStore::new(Device::Cpu);
+        let _md = Mlp::new(&d.root(), 2, 1, &cfg, &mut rng).unwrap();
+        let keep = a.variables()["0.weight"].copy();
+        soft_update(&a, &d, 0.0).unwrap();
+        assert!(a.variables()["0.weight"].equal(&keep));
+        soft_update(&a, &d, 1.0).unwrap();
+        assert!(a.variables()["0.weight"].equal(&d.variables()["0.weight"]));
+        assert!(soft_update(&a, &b, -0.1).is_err());
+        // a store with other names or another count of variables
+        let e = VarStore::new(Device::Cpu);
+        let _me = Mlp::new(&e.root().sub("other"), 2, 1, &cfg, &mut rng).unwrap();
+        assert!(matches!(soft_update(&a, &e, 0.5), Err(RlNnError::StoreMismatch(_))));
+        let f = VarStore::new(Device::Cpu);
+        let _mf = Mlp::new(&f.root(), 2, 1, &MlpConfig::new([4, 4]).check().unwrap(), &mut rng).unwrap();
+        assert!(matches!(hard_update(&a, &f), Err(RlNnError::StoreMismatch(_))));
     }
 }

@@ -411,10 +411,13 @@ pub struct Advantages {
 
 impl Advantages {
     /// The advantages as an `f32` tensor `[B]` on `device` (feature `tch`).
+    ///
+    /// # Errors
+    /// [`RlvrCoreError::Torch`] when `device` is not available (libtorch's error, not a panic).
     #[cfg(feature = "tch")]
-    pub fn to_tensor(&self, device: Device) -> Tensor {
+    pub fn to_tensor(&self, device: Device) -> Result<Tensor> {
         let v: Vec<f32> = self.values.iter().map(|&a| a as f32).collect();
-        Tensor::from_slice(&v).to_kind(Kind::Float).to_device(device)
+        Ok(Tensor::f_from_slice(&v)?.f_to_kind(Kind::Float)?.f_to_device(device)?)
     }
 
     /// Ineffective groups per reason.

@@ -50,7 +50,7 @@
 //! let counts = GlobalCounts::local(&mask)?;
 //!
 //! let cfg = LossConfig::new(LossParams::new(PolicyLoss::Ppo(PpoParams::dapo())).check()?);
-//! let out = cfg.loss(&LossInputs::new(&logp, &old, &adv.to_tensor(Device::Cpu), &mask), &counts)?;
+//! let out = cfg.loss(&LossInputs::new(&logp, &old, &adv.to_tensor(Device::Cpu)?, &mask), &counts)?;
 //! out.loss.backward();
 //! assert!(out.metrics.clipfrac.is_some());
 //! let metrics: rl_core::Metrics = (&out.metrics).into();

@@ -1,10 +1,11 @@
 //! Baselines without a predictive model: uniform sampling and history resampling.
 
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Result, SelectError};
 use crate::oracle::RolloutOracle;
 use crate::types::{check_select_args, validate_outcomes, Candidates, ItemId, Outcome, Selection, SolveState};
 use crate::Selector;
 use rand::RngCore;
+use rl_core::{Params, Valid};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -71,37 +72,72 @@ impl Selector for Uniform {
 
 /// Parameters of [`HistoryResampling`].
 ///
-/// | name | default | meaning |
-/// |---|---|---|
-/// | `epoch_steps` | `None` | steps per epoch; the solved set is cleared at each epoch boundary (`None`: call [`HistoryResampling::new_epoch`]) |
+/// | name | default | meaning | range |
+/// |---|---|---|---|
+/// | `epoch_steps` | none | steps per epoch; the solved set is cleared at each epoch boundary (none: call [`HistoryResampling::new_epoch`]) | `>= 1` |
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HistoryResamplingParams {
     /// Steps per epoch (`step / epoch_steps` is the epoch index); `None` = manual epochs.
     pub epoch_steps: Option<u64>,
+}
+
+impl HistoryResamplingParams {
+    /// Sets `epoch_steps`.
+    #[must_use]
+    pub fn epoch_steps(mut self, epoch_steps: Option<u64>) -> Self {
+        self.epoch_steps = epoch_steps;
+        self
+    }
+}
+
+impl Params for HistoryResamplingParams {
+    type Error = SelectError;
+
+    /// # Errors
+    /// `epoch_steps == Some(0)`.
+    fn validate(&self) -> Result<()> {
+        if self.epoch_steps == Some(0) {
+            return Err(invalid("epoch_steps", 0, "an epoch must last at least one step"));
+        }
+        Ok(())
+    }
 }
 
 /// History resampling (HR, the DPS paper's baseline): within an epoch, prompts whose group was
 /// all-correct earlier in the epoch are excluded; the batch is drawn uniformly from the rest.
 /// When fewer than `B` candidates remain eligible the batch is topped up uniformly from the
 /// excluded ones (no rollouts are spent, so it never returns short).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct HistoryResampling {
-    params: HistoryResamplingParams,
+    params: Valid<HistoryResamplingParams>,
     epoch: u64,
     solved: BTreeSet<ItemId>,
-    #[serde(skip)]
     scratch: Vec<u64>,
+}
+
+/// The saved state of a [`HistoryResampling`].
+#[derive(Serialize)]
+struct HistoryStateRef<'a> {
+    params: &'a HistoryResamplingParams,
+    epoch: u64,
+    solved: &'a BTreeSet<ItemId>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HistoryState {
+    params: Valid<HistoryResamplingParams>,
+    epoch: u64,
+    solved: BTreeSet<ItemId>,
 }
 
 impl HistoryResampling {
     /// A history-resampling selector.
     ///
     /// # Errors
-    /// `epoch_steps == Some(0)`.
-    pub fn new(params: HistoryResamplingParams) -> Result<Self> {
-        if params.epoch_steps == Some(0) {
-            return Err(invalid("epoch_steps", 0, "an epoch must last at least one step"));
-        }
+    /// None today (the parameters are checked); fallible like every constructor.
+    pub fn new(params: Valid<HistoryResamplingParams>) -> Result<Self> {
         Ok(Self { params, epoch: 0, solved: BTreeSet::new(), scratch: Vec::new() })
     }
 
@@ -167,13 +203,12 @@ impl Selector for HistoryResampling {
     }
 
     fn save_state(&self) -> Result<serde_json::Value> {
-        Ok(serde_json::to_value(self)?)
+        Ok(serde_json::to_value(HistoryStateRef { params: &self.params, epoch: self.epoch, solved: &self.solved })?)
     }
 
     fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        let new: Self = serde_json::from_value(state.clone())?;
-        Self::new(new.params)?;
-        *self = new;
+        let s: HistoryState = serde_json::from_value(state.clone())?;
+        *self = Self { params: s.params, epoch: s.epoch, solved: s.solved, scratch: Vec::new() };
         Ok(())
     }
 }

@@ -8,11 +8,14 @@ use crate::types::{
 };
 use crate::Selector;
 use rand::RngCore;
+use rl_core::{Params, Valid};
 use serde::{Deserialize, Serialize};
 
 /// The Dirichlet prior `α0` of the transition matrix (rows = next state, columns = current
-/// state; states unsolved, partial, solved). The named priors are the reference code's.
+/// state; states unsolved, partial, solved). The named priors are the reference code's. In a
+/// config file: `prior = "progress"`, `prior = { constant = 1.0 }`, `prior = { custom = [[...]] }`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum DpsPrior {
     /// Every entry equal to the value (reference: a float, default `1.0`).
     Constant(f32),
@@ -40,7 +43,9 @@ impl DpsPrior {
 }
 
 /// The initial belief `μ0` over (unsolved, partial, solved); the reference's `hmm_prior_pi`.
+/// In a config file: `initial_belief = "uniform"` or `{ custom = [0.5, 0.3, 0.2] }`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum InitialBelief {
     /// `(1/3, 1/3, 1/3)` (reference `'uniform'`, the default).
     Uniform,
@@ -67,15 +72,17 @@ impl InitialBelief {
     }
 }
 
-/// Parameters of [`Dps`] (defaults: the released code's MATH recipe).
+/// Parameters of [`Dps`] (defaults: the released code's MATH recipe). A config file may give
+/// any subset (`[selector.params] decay = 0.5`); a misspelt field is an error.
 ///
-/// | name | default | meaning |
-/// |---|---|---|
-/// | `decay` | 0.7 | retention `λ` of the transition counts (`hmm_transition_decay_ratio`; Countdown/Geo3k: 0.5) |
-/// | `prior` | `Constant(1.0)` | Dirichlet prior `α0` (`hmm_prior_alpha`: a float, `progress`, `stability`, `local`) |
-/// | `initial_belief` | `Uniform` | belief `μ0` of a newly tracked prompt (`hmm_prior_pi`) |
-/// | `entropy_weight` | 0.0 | `w_H` of the `topk+entropy` score `μ(2) + w_H H(μ)` (0 = plain `topk`) |
+/// | name | default | meaning | range |
+/// |---|---|---|---|
+/// | `decay` | 0.7 | retention `λ` of the transition counts (`hmm_transition_decay_ratio`; Countdown/Geo3k: 0.5) | `[0, 1]` |
+/// | `prior` | `constant = 1.0` | Dirichlet prior `α0` (`hmm_prior_alpha`: a float, `progress`, `stability`, `local`) | entries finite `>= 0`, column sums `> 0` |
+/// | `initial_belief` | `uniform` | belief `μ0` of a newly tracked prompt (`hmm_prior_pi`) | entries finite `>= 0`, positive sum |
+/// | `entropy_weight` | 0.0 | `w_H` of the `topk+entropy` score `μ(2) + w_H H(μ)` (0 = plain `topk`) | finite |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DpsParams {
     /// Retention `λ ∈ [0, 1]`.
     pub decay: f32,
@@ -95,35 +102,41 @@ impl Default for DpsParams {
 
 impl DpsParams {
     /// Sets `decay`.
+    #[must_use]
     pub fn decay(mut self, decay: f32) -> Self {
         self.decay = decay;
         self
     }
 
     /// Sets the prior.
+    #[must_use]
     pub fn prior(mut self, prior: DpsPrior) -> Self {
         self.prior = prior;
         self
     }
 
     /// Sets the initial belief.
+    #[must_use]
     pub fn initial_belief(mut self, belief: InitialBelief) -> Self {
         self.initial_belief = belief;
         self
     }
 
     /// Sets the entropy weight.
+    #[must_use]
     pub fn entropy_weight(mut self, w: f32) -> Self {
         self.entropy_weight = w;
         self
     }
+}
 
-    /// Validates the parameters.
-    ///
+impl Params for DpsParams {
+    type Error = SelectError;
+
     /// # Errors
     /// `decay` outside `[0, 1]`, a prior with a negative / non-finite entry or a zero column,
     /// an initial belief that is not a distribution, a non-finite entropy weight.
-    pub fn check(self) -> Result<Self> {
+    fn validate(&self) -> Result<()> {
         if !(0.0..=1.0).contains(&self.decay) {
             return Err(invalid("decay", self.decay, "the retention factor must lie in [0, 1]"));
         }
@@ -141,7 +154,7 @@ impl DpsParams {
         if !self.entropy_weight.is_finite() {
             return Err(invalid("entropy_weight", self.entropy_weight, "must be finite"));
         }
-        Ok(self)
+        Ok(())
     }
 }
 
@@ -181,9 +194,10 @@ const PROPAGATED: u8 = 2;
 ///
 /// # Example
 /// ```
+/// use rl_core::Params;
 /// use rlvr_select::{Candidates, Dps, DpsParams, NoRollouts, Outcome, Selector};
 /// let mut rng = rl_core::rng_from_seed(0);
-/// let mut dps = Dps::new(DpsParams::default(), 1000)?;
+/// let mut dps = Dps::new(DpsParams::default().check()?, 1000)?;
 /// let ids: Vec<u64> = (0..64).collect();
 /// let sel = dps.select(0, Candidates::new(&ids), 16, &mut NoRollouts, &mut rng)?;
 /// let outcomes: Vec<Outcome> = sel.ids.iter().map(|&id| Outcome::from_successes(id, 4, 8)).collect();
@@ -195,9 +209,9 @@ const PROPAGATED: u8 = 2;
 /// ## References
 /// "Dynamics-Predictive Sampling for Active RL Finetuning of Large Reasoning Models" (ICLR 2026,
 /// arXiv:2603.10887); code `maoyixiu/DPS` (`recipe/dps/task_sampler.py`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Dps {
-    params: DpsParams,
+    params: Valid<DpsParams>,
     n_items: usize,
     tick: u32,
     n_tracked: usize,
@@ -210,8 +224,36 @@ pub struct Dps {
     decay: Vec<f32>,
     n_sampled: Vec<u32>,
     status: Vec<u8>,
-    #[serde(skip)]
     cache: Cache,
+}
+
+/// The saved state of a [`Dps`] (what [`Selector::save_state`] writes). Restored only through
+/// [`Selector::load_state`], which checks every array before building the selector.
+#[derive(Serialize)]
+struct DpsStateRef<'a> {
+    params: &'a DpsParams,
+    n_items: usize,
+    tick: u32,
+    n_tracked: usize,
+    alpha: &'a [Vec<f32>; 9],
+    before: &'a [Vec<f32>; 3],
+    decay: &'a [f32],
+    n_sampled: &'a [u32],
+    status: &'a [u8],
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DpsState {
+    params: Valid<DpsParams>,
+    n_items: usize,
+    tick: u32,
+    n_tracked: usize,
+    alpha: [Vec<f32>; 9],
+    before: [Vec<f32>; 3],
+    decay: Vec<f32>,
+    n_sampled: Vec<u32>,
+    status: Vec<u8>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -273,9 +315,8 @@ impl Dps {
     /// DPS over the pool `0..n_items`, nothing tracked yet.
     ///
     /// # Errors
-    /// Invalid parameters.
-    pub fn new(params: DpsParams, n_items: usize) -> Result<Self> {
-        let params = params.check()?;
+    /// None today (the parameters are checked); kept fallible for pool-size limits.
+    pub fn new(params: Valid<DpsParams>, n_items: usize) -> Result<Self> {
         let cache = Cache::new(&params);
         Ok(Self {
             params,
@@ -565,12 +606,33 @@ impl Selector for Dps {
     }
 
     fn save_state(&self) -> Result<serde_json::Value> {
-        Ok(serde_json::to_value(self)?)
+        Ok(serde_json::to_value(DpsStateRef {
+            params: &self.params,
+            n_items: self.n_items,
+            tick: self.tick,
+            n_tracked: self.n_tracked,
+            alpha: &self.alpha,
+            before: &self.before,
+            decay: &self.decay,
+            n_sampled: &self.n_sampled,
+            status: &self.status,
+        })?)
     }
 
     fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        let mut new: Self = serde_json::from_value(state.clone())?;
-        new.params = new.params.check()?;
+        let s: DpsState = serde_json::from_value(state.clone())?;
+        let new = Dps {
+            cache: Cache::new(&s.params),
+            params: s.params,
+            n_items: s.n_items,
+            tick: s.tick,
+            n_tracked: s.n_tracked,
+            alpha: s.alpha,
+            before: s.before,
+            decay: s.decay,
+            n_sampled: s.n_sampled,
+            status: s.status,
+        };
         let n = new.n_items;
         let lens = new.alpha.iter().chain(&new.before).map(Vec::len);
         if lens.chain([new.decay.len(), new.n_sampled.len(), new.status.len()]).any(|l| l != n) {
@@ -588,7 +650,6 @@ impl Selector for Dps {
         if new.status.iter().filter(|&&s| s != UNTRACKED).count() != new.n_tracked {
             return Err(SelectError::InvalidState("DPS tracked count does not match the status array".into()));
         }
-        new.cache = Cache::new(&new.params);
         *self = new;
         Ok(())
     }

@@ -8,18 +8,20 @@
 //! is L2-normalised. Prompts sharing many substrings (same template, same numbers) get nearby
 //! vectors; semantics are not captured.
 
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Result, SelectError};
+use rl_core::{Params, Valid};
 use serde::{Deserialize, Serialize};
 
 /// Parameters of [`HashedNgramEmbedder`].
 ///
-/// | name | default | meaning |
-/// |---|---|---|
-/// | `dim` | 64 | embedding dimension |
-/// | `n_min`, `n_max` | 2, 4 | character n-gram lengths |
-/// | `lowercase` | true | fold case first |
-/// | `seed` | 0 | hash seed |
+/// | name | default | meaning | range |
+/// |---|---|---|---|
+/// | `dim` | 64 | embedding dimension | `>= 1` |
+/// | `n_min`, `n_max` | 2, 4 | character n-gram lengths | `1 <= n_min <= n_max` |
+/// | `lowercase` | true | fold case first | |
+/// | `seed` | 0 | hash seed | |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct EmbedParams {
     /// Output dimension.
     pub dim: usize,
@@ -43,7 +45,8 @@ impl Default for EmbedParams {
 ///
 /// ```
 /// use rlvr_select::embed::{EmbedParams, HashedNgramEmbedder};
-/// let e = HashedNgramEmbedder::new(EmbedParams::default())?;
+/// use rl_core::Params;
+/// let e = HashedNgramEmbedder::new(EmbedParams::default().check()?);
 /// let a = e.embed("Solve 3x + 5 = 11 for x.");
 /// let b = e.embed("Solve 3x + 7 = 13 for x.");
 /// let c = e.embed("Name the capital of Australia.");
@@ -51,28 +54,65 @@ impl Default for EmbedParams {
 /// assert!(dot(&a, &b) > dot(&a, &c));
 /// # Ok::<(), rlvr_select::SelectError>(())
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct HashedNgramEmbedder {
-    params: EmbedParams,
+    params: Valid<EmbedParams>,
+}
+
+impl EmbedParams {
+    /// Sets `dim`.
+    #[must_use]
+    pub fn dim(mut self, dim: usize) -> Self {
+        self.dim = dim;
+        self
+    }
+
+    /// Sets the n-gram lengths.
+    #[must_use]
+    pub fn ngrams(mut self, n_min: usize, n_max: usize) -> Self {
+        self.n_min = n_min;
+        self.n_max = n_max;
+        self
+    }
+
+    /// Sets `lowercase`.
+    #[must_use]
+    pub fn lowercase(mut self, on: bool) -> Self {
+        self.lowercase = on;
+        self
+    }
+
+    /// Sets the hash seed.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+}
+
+impl Params for EmbedParams {
+    type Error = SelectError;
+
+    /// # Errors
+    /// `dim == 0`, `n_min == 0` or `n_min > n_max`.
+    fn validate(&self) -> Result<()> {
+        if self.dim == 0 {
+            return Err(invalid("dim", 0, "the embedding needs at least one dimension"));
+        }
+        if self.n_min == 0 {
+            return Err(invalid("n_min", 0, "need 1 <= n_min <= n_max"));
+        }
+        if self.n_min > self.n_max {
+            return Err(invalid("n_max", self.n_max, format!("need n_max >= n_min = {}", self.n_min)));
+        }
+        Ok(())
+    }
 }
 
 impl HashedNgramEmbedder {
     /// An embedder.
-    ///
-    /// # Errors
-    /// `dim == 0`, `n_min == 0` or `n_min > n_max`.
-    pub fn new(params: EmbedParams) -> Result<Self> {
-        if params.dim == 0 {
-            return Err(invalid("dim", 0, "the embedding needs at least one dimension"));
-        }
-        if params.n_min == 0 || params.n_min > params.n_max {
-            return Err(invalid(
-                "n_min/n_max",
-                format!("{}/{}", params.n_min, params.n_max),
-                "need 1 <= n_min <= n_max",
-            ));
-        }
-        Ok(Self { params })
+    pub fn new(params: Valid<EmbedParams>) -> Self {
+        Self { params }
     }
 
     /// The output dimension.
@@ -82,7 +122,7 @@ impl HashedNgramEmbedder {
 
     /// The unit-norm embedding of `text` (all zeros for text without n-grams).
     pub fn embed(&self, text: &str) -> Vec<f32> {
-        let p = self.params;
+        let p = *self.params;
         let mut v = vec![0f32; p.dim];
         let text = if p.lowercase { text.to_lowercase() } else { text.to_string() };
         for word in text.split_whitespace() {
@@ -126,12 +166,17 @@ mod tests {
 
     #[test]
     fn embeddings_are_unit_and_deterministic() -> anyhow::Result<()> {
-        let e = HashedNgramEmbedder::new(EmbedParams::default())?;
+        let e = HashedNgramEmbedder::new(EmbedParams::default().check()?);
         let a = e.embed("What is 2 + 2?");
         assert_eq!(a, e.embed("what is 2 + 2?"));
         assert!((a.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-5);
         assert!(e.embed("").iter().all(|&x| x == 0.0));
-        assert!(HashedNgramEmbedder::new(EmbedParams { dim: 0, ..EmbedParams::default() }).is_err());
+        assert!(EmbedParams::default().dim(0).check().is_err());
+        assert!(EmbedParams::default().ngrams(0, 2).check().is_err());
+        assert!(EmbedParams::default().ngrams(3, 2).check().is_err());
+        let other = HashedNgramEmbedder::new(EmbedParams::default().seed(1).lowercase(false).check()?);
+        assert_ne!(other.embed("What is 2 + 2?"), a);
+        assert_ne!(other.embed("What"), other.embed("what"));
         Ok(())
     }
 }

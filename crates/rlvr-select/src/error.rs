@@ -10,12 +10,12 @@ pub enum SelectError {
     /// A hyper-parameter was outside its valid range.
     #[error("invalid parameter `{name}` = {value}: {reason}")]
     InvalidParameter {
-        /// Parameter name.
-        name: &'static str,
+        /// Parameter name (dotted for nested parameters: `learner.lr`).
+        name: String,
         /// The value passed, formatted.
         value: String,
         /// Why it is invalid.
-        reason: &'static str,
+        reason: String,
     },
     /// `batch_size` was zero.
     #[error("batch size must be at least 1")]
@@ -120,6 +120,21 @@ pub enum SelectError {
 pub type Result<T, E = SelectError> = std::result::Result<T, E>;
 
 /// An [`SelectError::InvalidParameter`] for `name`.
-pub(crate) fn invalid(name: &'static str, value: impl std::fmt::Display, reason: &'static str) -> SelectError {
-    SelectError::InvalidParameter { name, value: value.to_string(), reason }
+pub(crate) fn invalid(
+    name: impl Into<String>,
+    value: impl std::fmt::Display,
+    reason: impl Into<String>,
+) -> SelectError {
+    SelectError::InvalidParameter { name: name.into(), value: value.to_string(), reason: reason.into() }
+}
+
+/// Prefixes the parameter name of an [`SelectError::InvalidParameter`] with `prefix.` (nested
+/// parameters are validated by their parent: `learner.lr`).
+pub(crate) fn nested(prefix: &str, e: SelectError) -> SelectError {
+    match e {
+        SelectError::InvalidParameter { name, value, reason } => {
+            SelectError::InvalidParameter { name: format!("{prefix}.{name}"), value, reason }
+        }
+        other => other,
+    }
 }

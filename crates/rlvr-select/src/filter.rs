@@ -7,18 +7,23 @@ use crate::oracle::RolloutOracle;
 use crate::types::{check_select_args, validate_outcomes, Candidates, Outcome, Selection, Shortfall};
 use crate::Selector;
 use rand::RngCore;
+use rl_core::{Params, Valid};
 use serde::{Deserialize, Serialize};
 
-/// Parameters shared by [`DynamicSampling`] and [`OnlineDifficultyFilter`].
+/// Parameters shared by [`DynamicSampling`] and [`OnlineDifficultyFilter`]. `Default` is DAPO
+/// dynamic sampling's ([`FilterParams::dynamic_sampling`]); online difficulty filtering starts
+/// from [`FilterParams::online_difficulty`]. A config file may give any subset of the fields
+/// (the others take the defaults below); a misspelt field is an error.
 ///
-/// | name | default | meaning |
-/// |---|---|---|
-/// | `group_size` | 8 | rollouts per prompt `k` (all papers) |
-/// | `gen_batch` | `None` (= `B`) | prompts rolled out per generation batch (`B_gen = B` in the recipes) |
-/// | `max_gen_batches` | 10 | cap on generation batches per step (DAPO/verl; the MATH recipes use 4); 0 = no cap |
-/// | `p_lo`, `p_hi` | see each selector | keep groups whose success rate lies in the band |
-/// | `strict` | see each selector | band is open (`p_lo < p < p_hi`) instead of closed |
+/// | name | default | meaning | range |
+/// |---|---|---|---|
+/// | `group_size` | 8 | rollouts per prompt `k` (all papers) | `>= 2` |
+/// | `gen_batch` | none (= `B`) | prompts rolled out per generation batch (`B_gen = B` in the recipes) | `>= 1` |
+/// | `max_gen_batches` | 10 | cap on generation batches per step (DAPO/verl; the MATH recipes use 4); 0 = no cap | |
+/// | `p_lo`, `p_hi` | 0, 1 (ODF: 0.25, 0.75) | keep groups whose success rate lies in the band | `0 <= p_lo <= p_hi <= 1` |
+/// | `strict` | true (ODF: false) | band is open (`p_lo < p < p_hi`) instead of closed | |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct FilterParams {
     /// Rollouts per prompt.
     pub group_size: usize,
@@ -47,24 +52,37 @@ impl FilterParams {
         Self { p_lo: 0.25, p_hi: 0.75, strict: false, ..Self::dynamic_sampling() }
     }
 
-    /// Validates the parameters.
-    ///
-    /// # Errors
-    /// `group_size < 2`, `gen_batch == Some(0)`, or a band outside `[0, 1]` / empty.
-    pub fn check(self) -> Result<Self> {
-        if self.group_size < 2 {
-            return Err(invalid("group_size", self.group_size, "a group needs at least 2 rollouts to have variance"));
-        }
-        if self.gen_batch == Some(0) {
-            return Err(invalid("gen_batch", 0, "a generation batch needs at least one prompt"));
-        }
-        if !(0.0..=1.0).contains(&self.p_lo) || !(0.0..=1.0).contains(&self.p_hi) || self.p_lo > self.p_hi {
-            return Err(invalid("p_lo/p_hi", format!("{}/{}", self.p_lo, self.p_hi), "need 0 <= p_lo <= p_hi <= 1"));
-        }
-        Ok(self)
+    /// Sets `group_size`.
+    #[must_use]
+    pub fn group_size(mut self, k: usize) -> Self {
+        self.group_size = k;
+        self
     }
 
-    fn keeps(&self, o: &Outcome) -> bool {
+    /// Sets `gen_batch`.
+    #[must_use]
+    pub fn gen_batch(mut self, gen_batch: Option<usize>) -> Self {
+        self.gen_batch = gen_batch;
+        self
+    }
+
+    /// Sets `max_gen_batches`.
+    #[must_use]
+    pub fn max_gen_batches(mut self, max_gen_batches: usize) -> Self {
+        self.max_gen_batches = max_gen_batches;
+        self
+    }
+
+    /// Sets the band `[p_lo, p_hi]` (open when `strict`).
+    #[must_use]
+    pub fn band(mut self, p_lo: f64, p_hi: f64, strict: bool) -> Self {
+        self.p_lo = p_lo;
+        self.p_hi = p_hi;
+        self.strict = strict;
+        self
+    }
+
+    pub(crate) fn keeps(&self, o: &Outcome) -> bool {
         let p = o.success_rate();
         if self.strict {
             // DAPO keeps std > 0; for rewards in [0, 1] with band (0, 1) that is "not all equal".
@@ -75,6 +93,35 @@ impl FilterParams {
         } else {
             p >= self.p_lo && p <= self.p_hi
         }
+    }
+}
+
+impl Default for FilterParams {
+    /// [`FilterParams::dynamic_sampling`].
+    fn default() -> Self {
+        Self::dynamic_sampling()
+    }
+}
+
+impl Params for FilterParams {
+    type Error = SelectError;
+
+    /// # Errors
+    /// `group_size < 2`, `gen_batch == Some(0)`, or a band outside `[0, 1]` / empty.
+    fn validate(&self) -> Result<()> {
+        if self.group_size < 2 {
+            return Err(invalid("group_size", self.group_size, "a group needs at least 2 rollouts to have variance"));
+        }
+        if self.gen_batch == Some(0) {
+            return Err(invalid("gen_batch", 0, "a generation batch needs at least one prompt"));
+        }
+        if !(0.0..=1.0).contains(&self.p_lo) {
+            return Err(invalid("p_lo", self.p_lo, "must lie in [0, 1]"));
+        }
+        if !(0.0..=1.0).contains(&self.p_hi) || self.p_lo > self.p_hi {
+            return Err(invalid("p_hi", self.p_hi, "need p_lo <= p_hi <= 1"));
+        }
+        Ok(())
     }
 }
 
@@ -149,34 +196,40 @@ fn generate_and_filter(
     })
 }
 
+/// The saved state of a filter selector (its parameters; the filters keep nothing else).
+#[derive(Serialize)]
+struct FilterState {
+    params: FilterParams,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CheckedFilterState {
+    params: Valid<FilterParams>,
+}
+
 macro_rules! filter_selector {
     ($(#[$doc:meta])* $name:ident, $label:literal, $default:ident) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Serialize, Deserialize)]
+        #[derive(Debug, Clone)]
         pub struct $name {
-            params: FilterParams,
-            #[serde(skip)]
+            params: Valid<FilterParams>,
             scratch: Vec<u64>,
         }
 
         impl $name {
-            /// A selector with `params` (see [`FilterParams`]).
+            /// A selector with `params` (see [`FilterParams`]; presets
+            #[doc = concat!("[`FilterParams::", stringify!($default), "`]).")]
             ///
             /// # Errors
-            /// Invalid parameters.
-            pub fn new(params: FilterParams) -> Result<Self> {
-                Ok(Self { params: params.check()?, scratch: Vec::new() })
+            /// None today (the parameters are checked); fallible like every constructor.
+            pub fn new(params: Valid<FilterParams>) -> Result<Self> {
+                Ok(Self { params, scratch: Vec::new() })
             }
 
             /// The parameters.
             pub fn params(&self) -> &FilterParams {
                 &self.params
-            }
-        }
-
-        impl Default for $name {
-            fn default() -> Self {
-                Self { params: FilterParams::$default(), scratch: Vec::new() }
             }
         }
 
@@ -202,13 +255,12 @@ macro_rules! filter_selector {
             }
 
             fn save_state(&self) -> Result<serde_json::Value> {
-                Ok(serde_json::to_value(self)?)
+                Ok(serde_json::to_value(FilterState { params: *self.params })?)
             }
 
             fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-                let new: Self = serde_json::from_value(state.clone())?;
-                new.params.check()?;
-                *self = new;
+                let s: CheckedFilterState = serde_json::from_value(state.clone())?;
+                self.params = s.params;
                 Ok(())
             }
         }

@@ -31,12 +31,13 @@
 //! difficulty dynamics (skill curves or a ground-truth HMM) and a training-loop runner.
 //!
 //! ```
+//! use rl_core::Params;
 //! use rlvr_select::sim::{PromptPoolSim, SimParams};
 //! use rlvr_select::{CandidateSource, Dps, DpsParams, EpochWindow, Selector};
 //!
 //! let mut rng = rl_core::rng_from_seed(7);
-//! let mut sim = PromptPoolSim::new(SimParams::default(), 7)?;
-//! let mut dps = Dps::new(DpsParams::default(), sim.n_prompts())?;
+//! let mut sim = PromptPoolSim::new(SimParams::default().check()?, 7)?;
+//! let mut dps = Dps::new(DpsParams::default().check()?, sim.n_prompts())?;
 //! let mut source = EpochWindow::new(sim.n_prompts(), 4)?;
 //! for step in 0..5 {
 //!     let candidates = source.next_candidates(32, &mut rng)?;

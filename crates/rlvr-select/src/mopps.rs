@@ -9,10 +9,13 @@ use crate::types::{
 use crate::Selector;
 use rand::RngCore;
 use rand_distr::{Beta, Distribution};
+use rl_core::{Params, Valid};
 use serde::{Deserialize, Serialize};
 
-/// How MoPPS turns Thompson draws into a batch.
+/// How MoPPS turns Thompson draws into a batch. In a config file: `acquisition = "top_k"` or
+/// `acquisition = { threshold = { lo = 0.3, hi = 0.7 } }`.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum MoppsAcquisition {
     /// Top-`B` closest to the target: `argsort (draw - target)^2` (the reference default).
     TopK,
@@ -26,15 +29,17 @@ pub enum MoppsAcquisition {
     },
 }
 
-/// Parameters of [`Mopps`] (defaults: the released code, MATH recipe).
+/// Parameters of [`Mopps`] (defaults: the released code, MATH recipe). A config file may give
+/// any subset; a misspelt field is an error.
 ///
-/// | name | default | meaning |
-/// |---|---|---|
-/// | `prior_alpha`, `prior_beta` | 1, 1 | Beta prior `Beta(α0, β0)` |
-/// | `decay` | 1.0 | retention `λ` (1 = plain conjugate updates; Countdown/Geo3k recipes: 0.5) |
-/// | `target` | 0.5 | target success rate `γ*` |
-/// | `acquisition` | `TopK` | see [`MoppsAcquisition`] |
+/// | name | default | meaning | range |
+/// |---|---|---|---|
+/// | `prior_alpha`, `prior_beta` | 1, 1 | Beta prior `Beta(α0, β0)` | finite, `> 0` |
+/// | `decay` | 1.0 | retention `λ` (1 = plain conjugate updates; Countdown/Geo3k recipes: 0.5) | `[0, 1]` |
+/// | `target` | 0.5 | target success rate `γ*` | `[0, 1]` |
+/// | `acquisition` | `top_k` | see [`MoppsAcquisition`] | threshold: `0 <= lo <= hi <= 1` |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MoppsParams {
     /// Prior successes `α0 > 0`.
     pub prior_alpha: f32,
@@ -56,36 +61,56 @@ impl Default for MoppsParams {
 
 impl MoppsParams {
     /// Sets `decay`.
+    #[must_use]
     pub fn decay(mut self, decay: f32) -> Self {
         self.decay = decay;
         self
     }
 
     /// Sets `target`.
+    #[must_use]
     pub fn target(mut self, target: f64) -> Self {
         self.target = target;
         self
     }
 
-    /// Sets the prior.
+    /// Sets the prior `Beta(alpha, beta)`.
+    #[must_use]
     pub fn prior(mut self, alpha: f32, beta: f32) -> Self {
         self.prior_alpha = alpha;
         self.prior_beta = beta;
         self
     }
 
+    /// Sets `prior_alpha`.
+    #[must_use]
+    pub fn prior_alpha(mut self, alpha: f32) -> Self {
+        self.prior_alpha = alpha;
+        self
+    }
+
+    /// Sets `prior_beta`.
+    #[must_use]
+    pub fn prior_beta(mut self, beta: f32) -> Self {
+        self.prior_beta = beta;
+        self
+    }
+
     /// Sets the acquisition rule.
+    #[must_use]
     pub fn acquisition(mut self, acquisition: MoppsAcquisition) -> Self {
         self.acquisition = acquisition;
         self
     }
+}
 
-    /// Validates the parameters.
-    ///
+impl Params for MoppsParams {
+    type Error = SelectError;
+
     /// # Errors
     /// A non-positive or non-finite prior, `decay` outside `[0, 1]`, `target` outside `[0, 1]`,
     /// or an invalid threshold interval.
-    pub fn check(self) -> Result<Self> {
+    fn validate(&self) -> Result<()> {
         if !(self.prior_alpha.is_finite() && self.prior_alpha > 0.0) {
             return Err(invalid("prior_alpha", self.prior_alpha, "must be finite and > 0"));
         }
@@ -100,10 +125,10 @@ impl MoppsParams {
         }
         if let MoppsAcquisition::Threshold { lo, hi } = self.acquisition {
             if !(0.0..=1.0).contains(&lo) || !(0.0..=1.0).contains(&hi) || lo > hi {
-                return Err(invalid("threshold", format!("[{lo}, {hi}]"), "need 0 <= lo <= hi <= 1"));
+                return Err(invalid("acquisition.threshold", format!("[{lo}, {hi}]"), "need 0 <= lo <= hi <= 1"));
             }
         }
-        Ok(self)
+        Ok(())
     }
 }
 
@@ -129,9 +154,10 @@ impl MoppsParams {
 ///
 /// # Example
 /// ```
+/// use rl_core::Params;
 /// use rlvr_select::{Candidates, Mopps, MoppsParams, NoRollouts, Outcome, Selector};
 /// let mut rng = rl_core::rng_from_seed(0);
-/// let mut mopps = Mopps::new(MoppsParams::default(), 100)?;
+/// let mut mopps = Mopps::new(MoppsParams::default().check()?, 100)?;
 /// let ids: Vec<u64> = (0..32).collect();
 /// let sel = mopps.select(0, Candidates::new(&ids), 8, &mut NoRollouts, &mut rng)?;
 /// let outcomes: Vec<Outcome> = sel.ids.iter().map(|&id| Outcome::from_successes(id, 3, 8)).collect();
@@ -144,31 +170,49 @@ impl MoppsParams {
 /// Qu et al., "Can Prompt Difficulty be Online Predicted for Accelerating RL Finetuning of
 /// Reasoning Models?" (KDD 2026, arXiv:2507.04632); code `thu-rllab/MoPPS`
 /// (`recipe/ours/mopps.py`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Mopps {
-    params: MoppsParams,
+    params: Valid<MoppsParams>,
     n_items: usize,
     alpha: Vec<f32>,
     beta: Vec<f32>,
     n_sampled: Vec<u32>,
-    #[serde(skip)]
     scratch: Vec<u64>,
-    #[serde(skip)]
     draws: Vec<f32>,
+}
+
+/// The saved state of a [`Mopps`]; restored only through [`Selector::load_state`], which checks
+/// it.
+#[derive(Serialize)]
+struct MoppsStateRef<'a> {
+    params: &'a MoppsParams,
+    n_items: usize,
+    alpha: &'a [f32],
+    beta: &'a [f32],
+    n_sampled: &'a [u32],
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MoppsState {
+    params: Valid<MoppsParams>,
+    n_items: usize,
+    alpha: Vec<f32>,
+    beta: Vec<f32>,
+    n_sampled: Vec<u32>,
 }
 
 impl Mopps {
     /// MoPPS over the pool `0..n_items`, every prompt at the prior.
     ///
     /// # Errors
-    /// Invalid parameters.
-    pub fn new(params: MoppsParams, n_items: usize) -> Result<Self> {
-        let params = params.check()?;
+    /// None today (the parameters are checked); kept fallible for pool-size limits.
+    pub fn new(params: Valid<MoppsParams>, n_items: usize) -> Result<Self> {
         Ok(Self {
-            params,
-            n_items,
             alpha: vec![params.prior_alpha; n_items],
             beta: vec![params.prior_beta; n_items],
+            params,
+            n_items,
             n_sampled: vec![0; n_items],
             scratch: Vec::new(),
             draws: Vec::new(),
@@ -276,7 +320,7 @@ impl Selector for Mopps {
 
     fn observe(&mut self, _step: u64, outcomes: &[Outcome], _rng: &mut dyn RngCore) -> Result<()> {
         let k = validate_outcomes(outcomes, Some(self.n_items), &mut self.scratch)? as f32;
-        let p = self.params;
+        let p = *self.params;
         let lam = p.decay;
         for o in outcomes {
             let i = o.id as usize;
@@ -304,12 +348,26 @@ impl Selector for Mopps {
     }
 
     fn save_state(&self) -> Result<serde_json::Value> {
-        Ok(serde_json::to_value(self)?)
+        Ok(serde_json::to_value(MoppsStateRef {
+            params: &self.params,
+            n_items: self.n_items,
+            alpha: &self.alpha,
+            beta: &self.beta,
+            n_sampled: &self.n_sampled,
+        })?)
     }
 
     fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        let new: Self = serde_json::from_value(state.clone())?;
-        new.params.check()?;
+        let s: MoppsState = serde_json::from_value(state.clone())?;
+        let new = Mopps {
+            params: s.params,
+            n_items: s.n_items,
+            alpha: s.alpha,
+            beta: s.beta,
+            n_sampled: s.n_sampled,
+            scratch: Vec::new(),
+            draws: Vec::new(),
+        };
         let n = new.n_items;
         if new.alpha.len() != n || new.beta.len() != n || new.n_sampled.len() != n {
             return Err(SelectError::InvalidState(format!("MoPPS arrays must have n_items = {n} entries")));
@@ -334,7 +392,7 @@ mod tests {
     #[test]
     fn discounted_beta_updates_match_hand_computation() -> anyhow::Result<()> {
         let mut rng = rl_core::rng_from_seed(0);
-        let mut m = Mopps::new(MoppsParams::default().decay(0.5), 4)?;
+        let mut m = Mopps::new(MoppsParams::default().decay(0.5).check()?, 4)?;
         for (s, want) in [(6, (7.0, 3.0)), (0, (4.0, 10.0)), (8, (10.5, 5.5))] {
             m.observe(0, &[Outcome::from_successes(2, s, 8)], &mut rng)?;
             assert_eq!(m.posterior(2)?, want);
@@ -342,7 +400,7 @@ mod tests {
         assert_eq!(m.posterior(1)?, (1.0, 1.0));
         assert_eq!(m.times_sampled(2)?, 3);
         // λ = 1: plain conjugate accumulation.
-        let mut m = Mopps::new(MoppsParams::default(), 4)?;
+        let mut m = Mopps::new(MoppsParams::default().check()?, 4)?;
         m.observe(0, &[Outcome::from_successes(0, 3, 8)], &mut rng)?;
         m.observe(1, &[Outcome::from_successes(0, 5, 8)], &mut rng)?;
         assert_eq!(m.posterior(0)?, (9.0, 9.0));
@@ -352,7 +410,7 @@ mod tests {
     #[test]
     fn selects_prompts_near_the_target() -> anyhow::Result<()> {
         let mut rng = rl_core::rng_from_seed(3);
-        let mut m = Mopps::new(MoppsParams::default(), 30)?;
+        let mut m = Mopps::new(MoppsParams::default().check()?, 30)?;
         // 0..10 easy (always solved), 10..20 medium, 20..30 hard.
         for _ in 0..20 {
             let o: Vec<Outcome> = (0..30u64)
@@ -381,7 +439,7 @@ mod tests {
     #[test]
     fn bad_input_leaves_state_untouched() -> anyhow::Result<()> {
         let mut rng = rl_core::rng_from_seed(0);
-        let mut m = Mopps::new(MoppsParams::default(), 4)?;
+        let mut m = Mopps::new(MoppsParams::default().check()?, 4)?;
         let before = m.save_state()?;
         let bad = [Outcome::from_successes(0, 3, 8), Outcome::new(1, vec![f32::NAN; 8])];
         assert!(matches!(m.observe(0, &bad, &mut rng), Err(SelectError::NonFiniteReward { id: 1, .. })));

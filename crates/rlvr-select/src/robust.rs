@@ -6,10 +6,13 @@ use crate::oracle::RolloutOracle;
 use crate::types::{check_select_args, pack_key, top_b, Candidates, ItemId, Outcome, Selection, Shortfall};
 use crate::Selector;
 use rand::RngCore;
+use rl_core::{Params, Valid};
 use serde::{Deserialize, Serialize};
 
-/// The risk an [`Outcome`] without an explicit [`Outcome::risk`] stands for.
+/// The risk an [`Outcome`] without an explicit [`Outcome::risk`] stands for. In a config file:
+/// `"one_minus_success"` or `"informativeness"`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RiskFromRewards {
     /// `1 − success rate` (the crate-wide convention of [`Outcome::risk`]): high risk = hard
     /// task. The robust-adaptation setting of MPTS/PDTS/DRM/GDRM.
@@ -65,11 +68,12 @@ pub(crate) fn risks(outcomes: &[Outcome], mode: RiskFromRewards) -> Result<Vec<f
 
 /// Parameters of [`Drm`].
 ///
-/// | name | default | meaning |
-/// |---|---|---|
-/// | `group_size` | 1 | rollouts (evaluations) per candidate; the sinusoid evaluates each task once |
-/// | `risk_from_rewards` | `OneMinusSuccess` | risk of outcomes without an explicit risk |
+/// | name | default | meaning | range |
+/// |---|---|---|---|
+/// | `group_size` | 1 | rollouts (evaluations) per candidate; the sinusoid evaluates each task once | `>= 1` |
+/// | `risk_from_rewards` | `one_minus_success` | risk of outcomes without an explicit risk | |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct DrmParams {
     /// Rollouts per candidate.
     pub group_size: usize,
@@ -80,6 +84,35 @@ pub struct DrmParams {
 impl Default for DrmParams {
     fn default() -> Self {
         Self { group_size: 1, risk_from_rewards: RiskFromRewards::OneMinusSuccess }
+    }
+}
+
+impl DrmParams {
+    /// Sets `group_size`.
+    #[must_use]
+    pub fn group_size(mut self, k: usize) -> Self {
+        self.group_size = k;
+        self
+    }
+
+    /// Sets `risk_from_rewards`.
+    #[must_use]
+    pub fn risk_from_rewards(mut self, mode: RiskFromRewards) -> Self {
+        self.risk_from_rewards = mode;
+        self
+    }
+}
+
+impl Params for DrmParams {
+    type Error = SelectError;
+
+    /// # Errors
+    /// `group_size == 0`.
+    fn validate(&self) -> Result<()> {
+        if self.group_size == 0 {
+            return Err(invalid("group_size", 0, "need at least one rollout per candidate"));
+        }
+        Ok(())
     }
 }
 
@@ -96,32 +129,43 @@ impl Default for DrmParams {
 ///
 /// # Example
 /// ```
+/// use rl_core::Params;
 /// use rlvr_select::{Candidates, Drm, DrmParams, FnOracle, Selector};
 /// let mut rng = rl_core::rng_from_seed(0);
 /// // task i fails with probability i / 10
 /// let mut oracle = FnOracle::new(|id, k, _rng: &mut dyn rand::RngCore| Ok(vec![if id < 5 { 1.0 } else { 0.0 }; k]));
 /// let ids: Vec<u64> = (0..10).collect();
-/// let sel = Drm::new(DrmParams::default())?.select(0, Candidates::new(&ids), 5, &mut oracle, &mut rng)?;
+/// let sel = Drm::new(DrmParams::default().check()?)?.select(0, Candidates::new(&ids), 5, &mut oracle, &mut rng)?;
 /// assert!(sel.ids.iter().all(|&id| id >= 5));
 /// assert_eq!(sel.selection_rollouts, 10);
 /// # Ok::<(), rlvr_select::SelectError>(())
 /// ```
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Drm {
-    params: DrmParams,
-    #[serde(skip)]
+    params: Valid<DrmParams>,
     scratch: Vec<u64>,
+}
+
+/// The saved state of [`Drm`] and [`Gdrm`]: checked parameters (and GDRM's weights).
+#[derive(Serialize)]
+struct RobustStateRef<'a, P> {
+    params: &'a P,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    q: Option<&'a [f32]>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DrmState {
+    params: Valid<DrmParams>,
 }
 
 impl Drm {
     /// A DRM selector.
     ///
     /// # Errors
-    /// `group_size == 0`.
-    pub fn new(params: DrmParams) -> Result<Self> {
-        if params.group_size == 0 {
-            return Err(invalid("group_size", 0, "need at least one rollout per candidate"));
-        }
+    /// None today (the parameters are checked); fallible like every constructor.
+    pub fn new(params: Valid<DrmParams>) -> Result<Self> {
         Ok(Self { params, scratch: Vec::new() })
     }
 }
@@ -171,23 +215,24 @@ impl Selector for Drm {
     }
 
     fn save_state(&self) -> Result<serde_json::Value> {
-        Ok(serde_json::to_value(self)?)
+        Ok(serde_json::to_value(RobustStateRef { params: self.params.get(), q: None })?)
     }
 
     fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        let new: Self = serde_json::from_value(state.clone())?;
-        *self = Self::new(new.params)?;
+        let s: DrmState = serde_json::from_value(state.clone())?;
+        *self = Self::new(s.params)?;
         Ok(())
     }
 }
 
 /// Parameters of [`Gdrm`].
 ///
-/// | name | default | reference |
-/// |---|---|---|
-/// | `step_size` (`η`) | 1e-3 | sinusoid `robust_step_size`; DR `gdroweight` 0.01 |
-/// | `risk_from_rewards` | `OneMinusSuccess` | risk of outcomes without an explicit risk |
+/// | name | default | reference | range |
+/// |---|---|---|---|
+/// | `step_size` (`η`) | 1e-3 | sinusoid `robust_step_size`; DR `gdroweight` 0.01 | finite, `>= 0` |
+/// | `risk_from_rewards` | `one_minus_success` | risk of outcomes without an explicit risk | |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct GdrmParams {
     /// Exponentiated-gradient step size `η ≥ 0`.
     pub step_size: f64,
@@ -198,6 +243,35 @@ pub struct GdrmParams {
 impl Default for GdrmParams {
     fn default() -> Self {
         Self { step_size: 1e-3, risk_from_rewards: RiskFromRewards::OneMinusSuccess }
+    }
+}
+
+impl GdrmParams {
+    /// Sets `step_size`.
+    #[must_use]
+    pub fn step_size(mut self, step_size: f64) -> Self {
+        self.step_size = step_size;
+        self
+    }
+
+    /// Sets `risk_from_rewards`.
+    #[must_use]
+    pub fn risk_from_rewards(mut self, mode: RiskFromRewards) -> Self {
+        self.risk_from_rewards = mode;
+        self
+    }
+}
+
+impl Params for GdrmParams {
+    type Error = SelectError;
+
+    /// # Errors
+    /// Negative or non-finite `step_size`.
+    fn validate(&self) -> Result<()> {
+        if !(self.step_size.is_finite() && self.step_size >= 0.0) {
+            return Err(invalid("step_size", self.step_size, "must be finite and >= 0"));
+        }
+        Ok(())
     }
 }
 
@@ -220,9 +294,10 @@ impl Default for GdrmParams {
 ///
 /// # Example
 /// ```
+/// use rl_core::Params;
 /// use rlvr_select::{Candidates, Gdrm, GdrmParams, NoRollouts, Outcome, Selector};
 /// let mut rng = rl_core::rng_from_seed(0);
-/// let mut g = Gdrm::new(GdrmParams { step_size: 1.0, ..GdrmParams::default() })?;
+/// let mut g = Gdrm::new(GdrmParams::default().step_size(1.0).check()?)?;
 /// let ids = [3u64, 4];
 /// let sel = g.select(0, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng)?;
 /// assert_eq!(sel.weights, Some(vec![1.0, 1.0]));
@@ -232,24 +307,27 @@ impl Default for GdrmParams {
 /// assert!((w[0] + w[1] - 2.0).abs() < 1e-6 && w[1] > w[0]);
 /// # Ok::<(), rlvr_select::SelectError>(())
 /// ```
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct Gdrm {
-    params: GdrmParams,
+    params: Valid<GdrmParams>,
     /// Stored as `f32` so the state round-trips exactly through JSON text.
     q: Vec<f32>,
-    #[serde(skip)]
     scratch: Vec<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GdrmState {
+    params: Valid<GdrmParams>,
+    q: Vec<f32>,
 }
 
 impl Gdrm {
     /// A GDRM reweighter.
     ///
     /// # Errors
-    /// Negative or non-finite `step_size`.
-    pub fn new(params: GdrmParams) -> Result<Self> {
-        if !(params.step_size.is_finite() && params.step_size >= 0.0) {
-            return Err(invalid("step_size", params.step_size, "must be finite and >= 0"));
-        }
+    /// None today (the parameters are checked); fallible like every constructor.
+    pub fn new(params: Valid<GdrmParams>) -> Result<Self> {
         Ok(Self { params, q: Vec::new(), scratch: Vec::new() })
     }
 
@@ -305,16 +383,16 @@ impl Selector for Gdrm {
     }
 
     fn save_state(&self) -> Result<serde_json::Value> {
-        Ok(serde_json::to_value(self)?)
+        Ok(serde_json::to_value(RobustStateRef { params: self.params.get(), q: Some(&self.q) })?)
     }
 
     fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        let new: Self = serde_json::from_value(state.clone())?;
-        if new.q.iter().any(|w| !(w.is_finite() && *w > 0.0)) {
+        let s: GdrmState = serde_json::from_value(state.clone())?;
+        if s.q.iter().any(|w| !(w.is_finite() && *w > 0.0)) {
             return Err(SelectError::InvalidState("GDRM weights must be finite and > 0".into()));
         }
-        let mut g = Self::new(new.params)?;
-        g.q = new.q;
+        let mut g = Self::new(s.params)?;
+        g.q = s.q;
         *self = g;
         Ok(())
     }

@@ -14,16 +14,18 @@
 //!   `1..k−1`. Used to test DPS inference.
 //!
 //! Every prompt also has a feature vector whose first coordinate is correlated with the
-//! difficulty (`feature_correlation`), the others noise (for part 2's feature-based selectors).
+//! difficulty (`feature_correlation`), the others noise (what the feature-based selectors GPS,
+//! MPTS and PDTS learn from).
 
 use crate::diagnostics::{Diagnostics, DiagnosticsSummary};
-use crate::error::{invalid, Result, SelectError};
+use crate::error::{invalid, nested, Result, SelectError};
 use crate::oracle::RolloutOracle;
 use crate::source::CandidateSource;
 use crate::types::{check_in_pool, validate_outcomes, Candidates, ItemId, Outcome, Selection, Shortfall};
 use crate::Selector;
 use rand::{Rng, RngCore};
 use rand_distr::{Binomial, Distribution, Normal};
+use rl_core::{Params, Valid};
 use serde::{Deserialize, Serialize};
 
 /// Parameters of the skill-curve dynamics.
@@ -37,6 +39,7 @@ use serde::{Deserialize, Serialize};
 /// | `local_lr` | 0.15 | `e_i` gain per trained group with signal |
 /// | `forgetting` | 0.002 | per-step decay of `e_i` |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SkillParams {
     /// Mean difficulty.
     pub difficulty_mean: f64,
@@ -66,7 +69,14 @@ impl Default for SkillParams {
 }
 
 /// Parameters of the ground-truth HMM dynamics (matrices `[next][current]`, columns sum to 1).
+///
+/// | name | default | meaning |
+/// |---|---|---|
+/// | `phi_trained` | `[[.7, .1, .02], [.28, .6, .08], [.02, .3, .9]]` | transitions of prompts trained this step |
+/// | `phi_idle` | `[[.8, .15, .05], [.15, .7, .15], [.05, .15, .8]]` | transitions of the other prompts |
+/// | `initial` | `[.4, .3, .3]` | initial state distribution |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct HmmParams {
     /// Transition matrix of prompts trained this step.
     pub phi_trained: [[f64; 3]; 3],
@@ -86,8 +96,10 @@ impl Default for HmmParams {
     }
 }
 
-/// The difficulty dynamics of a [`PromptPoolSim`].
+/// The difficulty dynamics of a [`PromptPoolSim`]. In a config file: `dynamics = { skill = {} }`
+/// or `dynamics = { hmm = { initial = [0.5, 0.3, 0.2] } }` (omitted fields take their defaults).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Dynamics {
     /// Per-prompt skill curves driven by training.
     Skill(SkillParams),
@@ -103,8 +115,9 @@ pub enum Dynamics {
 /// | `group_size` | 8 | rollouts per prompt `k` |
 /// | `feature_dim` | 8 | feature dimension |
 /// | `feature_correlation` | 0.2 | correlation of feature 0 with difficulty (GPS reports ≈ 0.2 for real embeddings) |
-/// | `dynamics` | `Skill(default)` | see [`Dynamics`] |
+/// | `dynamics` | `skill` (defaults) | see [`Dynamics`] |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SimParams {
     /// Pool size.
     pub n_prompts: usize,
@@ -131,12 +144,104 @@ impl Default for SimParams {
 }
 
 impl SimParams {
-    /// Validates the parameters.
-    ///
+    /// Sets `n_prompts`.
+    #[must_use]
+    pub fn n_prompts(mut self, n: usize) -> Self {
+        self.n_prompts = n;
+        self
+    }
+
+    /// Sets `group_size`.
+    #[must_use]
+    pub fn group_size(mut self, k: usize) -> Self {
+        self.group_size = k;
+        self
+    }
+
+    /// Sets `feature_dim`.
+    #[must_use]
+    pub fn feature_dim(mut self, d: usize) -> Self {
+        self.feature_dim = d;
+        self
+    }
+
+    /// Sets `feature_correlation`.
+    #[must_use]
+    pub fn feature_correlation(mut self, rho: f64) -> Self {
+        self.feature_correlation = rho;
+        self
+    }
+
+    /// Sets `dynamics`.
+    #[must_use]
+    pub fn dynamics(mut self, dynamics: Dynamics) -> Self {
+        self.dynamics = dynamics;
+        self
+    }
+}
+
+impl Params for SkillParams {
+    type Error = SelectError;
+
+    /// # Errors
+    /// A non-finite value, a negative spread or rate, `forgetting` outside `[0, 1]`.
+    fn validate(&self) -> Result<()> {
+        for (name, v) in [
+            ("difficulty_mean", self.difficulty_mean),
+            ("difficulty_std", self.difficulty_std),
+            ("initial_skill", self.initial_skill),
+            ("global_lr", self.global_lr),
+            ("local_lr", self.local_lr),
+            ("forgetting", self.forgetting),
+        ] {
+            if !v.is_finite() {
+                return Err(invalid(name, v, "must be finite"));
+            }
+        }
+        for (name, v) in
+            [("difficulty_std", self.difficulty_std), ("global_lr", self.global_lr), ("local_lr", self.local_lr)]
+        {
+            if v < 0.0 {
+                return Err(invalid(name, v, "must be >= 0"));
+            }
+        }
+        if !(0.0..=1.0).contains(&self.forgetting) {
+            return Err(invalid("forgetting", self.forgetting, "must lie in [0, 1]"));
+        }
+        Ok(())
+    }
+}
+
+impl Params for HmmParams {
+    type Error = SelectError;
+
+    /// # Errors
+    /// A transition matrix that is not column-stochastic, an initial vector that is not a
+    /// distribution.
+    fn validate(&self) -> Result<()> {
+        for (name, m) in [("phi_trained", self.phi_trained), ("phi_idle", self.phi_idle)] {
+            let ok = m.iter().flatten().all(|x| x.is_finite() && *x >= 0.0)
+                && (0..3).all(|c| ((m[0][c] + m[1][c] + m[2][c]) - 1.0).abs() < 1e-9);
+            if !ok {
+                return Err(invalid(name, format!("{m:?}"), "must be column-stochastic"));
+            }
+        }
+        if self.initial.iter().any(|x| !(x.is_finite() && *x >= 0.0))
+            || (self.initial.iter().sum::<f64>() - 1.0).abs() > 1e-9
+        {
+            return Err(invalid("initial", format!("{:?}", self.initial), "must be a distribution"));
+        }
+        Ok(())
+    }
+}
+
+impl Params for SimParams {
+    type Error = SelectError;
+
     /// # Errors
     /// An empty pool, `group_size < 2`, `feature_dim == 0`, a correlation outside `[-1, 1]`,
-    /// non-finite / negative rates, matrices that are not column-stochastic.
-    pub fn check(self) -> Result<Self> {
+    /// invalid dynamics (named `dynamics.skill.<field>` / `dynamics.hmm.<field>`).
+    fn validate(&self) -> Result<()> {
         if self.n_prompts == 0 {
             return Err(invalid("n_prompts", 0, "the pool needs at least one prompt"));
         }
@@ -149,39 +254,10 @@ impl SimParams {
         if !(-1.0..=1.0).contains(&self.feature_correlation) {
             return Err(invalid("feature_correlation", self.feature_correlation, "must lie in [-1, 1]"));
         }
-        match self.dynamics {
-            Dynamics::Skill(s) => {
-                let vals =
-                    [s.difficulty_mean, s.difficulty_std, s.initial_skill, s.global_lr, s.local_lr, s.forgetting];
-                if vals.iter().any(|v| !v.is_finite())
-                    || s.difficulty_std < 0.0
-                    || s.global_lr < 0.0
-                    || s.local_lr < 0.0
-                    || !(0.0..=1.0).contains(&s.forgetting)
-                {
-                    return Err(invalid(
-                        "skill",
-                        format!("{s:?}"),
-                        "finite, non-negative spread/rates, forgetting in [0, 1]",
-                    ));
-                }
-            }
-            Dynamics::Hmm(h) => {
-                for m in [h.phi_trained, h.phi_idle] {
-                    let ok = m.iter().flatten().all(|x| x.is_finite() && *x >= 0.0)
-                        && (0..3).all(|c| ((m[0][c] + m[1][c] + m[2][c]) - 1.0).abs() < 1e-9);
-                    if !ok {
-                        return Err(invalid("phi", format!("{m:?}"), "must be column-stochastic"));
-                    }
-                }
-                if h.initial.iter().any(|x| !(x.is_finite() && *x >= 0.0))
-                    || (h.initial.iter().sum::<f64>() - 1.0).abs() > 1e-9
-                {
-                    return Err(invalid("initial", format!("{:?}", h.initial), "must be a distribution"));
-                }
-            }
+        match &self.dynamics {
+            Dynamics::Skill(s) => s.validate().map_err(|e| nested("dynamics.skill", e)),
+            Dynamics::Hmm(h) => h.validate().map_err(|e| nested("dynamics.hmm", e)),
         }
-        Ok(self)
     }
 }
 
@@ -201,9 +277,9 @@ fn sample_column(m: &[[f64; 3]; 3], c: usize, u: f64) -> u8 {
 
 /// The synthetic prompt pool. It is also a [`RolloutOracle`] (rollouts against the current
 /// policy, without training), and counts every rollout it generates.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone)]
 pub struct PromptPoolSim {
-    params: SimParams,
+    params: Valid<SimParams>,
     difficulty: Vec<f64>,
     local: Vec<f64>,
     theta: f64,
@@ -217,9 +293,8 @@ impl PromptPoolSim {
     /// A pool drawn from `seed` (difficulties, features, initial HMM states).
     ///
     /// # Errors
-    /// Invalid parameters.
-    pub fn new(params: SimParams, seed: u64) -> Result<Self> {
-        let params = params.check()?;
+    /// Only an internal distribution failure (the parameters are checked).
+    pub fn new(params: Valid<SimParams>, seed: u64) -> Result<Self> {
         let mut rng = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "prompt-pool"));
         let n = params.n_prompts;
         let std_normal = Normal::new(0.0, 1.0).map_err(|e| invalid("normal", e, "internal"))?;

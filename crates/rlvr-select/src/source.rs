@@ -3,7 +3,7 @@
 //! continuous task distribution), not on the selector; the candidate ratio `r` is then a
 //! run-level setting shared by every method.
 
-use crate::error::{invalid, Result};
+use crate::error::{invalid, Result, SelectError};
 use crate::types::{Candidates, ItemId};
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore};
@@ -21,8 +21,26 @@ pub trait CandidateSource: std::fmt::Debug {
 /// Epoch-shuffled windows of `ratio * batch_size` prompts of the pool `0..n` (a dataloader
 /// with `batch = r·B`, `shuffle = True`, `drop_last = True`: the reference setting of MoPPS
 /// and DPS). The window is capped at `n`; a window never straddles two epochs.
+///
+/// Its state (permutation, position, epoch) serialises so a run can resume the same windows;
+/// deserialising checks that the permutation is one of `0..n`, the position inside it and the
+/// feature table of `n * dim` finite values.
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "EpochWindowRepr", into = "EpochWindowRepr")]
 pub struct EpochWindow {
+    n: usize,
+    ratio: usize,
+    perm: Vec<ItemId>,
+    pos: usize,
+    epoch: u64,
+    started: bool,
+    features: Option<(Vec<f32>, usize)>,
+    gathered: Vec<f32>,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EpochWindowRepr {
     n: usize,
     ratio: usize,
     perm: Vec<ItemId>,
@@ -31,8 +49,49 @@ pub struct EpochWindow {
     started: bool,
     #[serde(default)]
     features: Option<(Vec<f32>, usize)>,
-    #[serde(skip)]
-    gathered: Vec<f32>,
+}
+
+impl From<EpochWindow> for EpochWindowRepr {
+    fn from(w: EpochWindow) -> Self {
+        Self {
+            n: w.n,
+            ratio: w.ratio,
+            perm: w.perm,
+            pos: w.pos,
+            epoch: w.epoch,
+            started: w.started,
+            features: w.features,
+        }
+    }
+}
+
+impl TryFrom<EpochWindowRepr> for EpochWindow {
+    type Error = SelectError;
+    fn try_from(r: EpochWindowRepr) -> Result<Self> {
+        let mut w = EpochWindow::new(r.n, r.ratio)?;
+        let mut seen = r.perm.clone();
+        seen.sort_unstable();
+        if seen.len() != r.n || seen.iter().enumerate().any(|(i, &id)| id != i as u64) {
+            return Err(SelectError::InvalidState(format!("epoch window: `perm` is not a permutation of 0..{}", r.n)));
+        }
+        if r.pos > r.n {
+            return Err(SelectError::InvalidState(format!(
+                "epoch window: position {} beyond the pool of {}",
+                r.pos, r.n
+            )));
+        }
+        if let Some((table, dim)) = r.features {
+            if table.iter().any(|x| !x.is_finite()) {
+                return Err(SelectError::InvalidState("epoch window: non-finite feature".into()));
+            }
+            w = w.with_features(table, dim)?;
+        }
+        w.perm = r.perm;
+        w.pos = r.pos;
+        w.epoch = r.epoch;
+        w.started = r.started;
+        Ok(w)
+    }
 }
 
 impl EpochWindow {
@@ -125,7 +184,10 @@ impl CandidateSource for WholePool {
 /// Fresh tasks drawn from a continuous task distribution every step (meta-RL / domain
 /// randomisation): `ratio * B` new ids, each with an identifier drawn uniformly from the box
 /// `[low, high]^dim`, passed as the candidate's features.
+///
+/// Serialises its box, ratio and next id; deserialising checks the box as [`FreshDraws::new`].
 #[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(try_from = "FreshDrawsRepr", into = "FreshDrawsRepr")]
 pub struct FreshDraws {
     low: Vec<f32>,
     high: Vec<f32>,
@@ -133,6 +195,30 @@ pub struct FreshDraws {
     next_id: ItemId,
     ids: Vec<ItemId>,
     features: Vec<f32>,
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FreshDrawsRepr {
+    low: Vec<f32>,
+    high: Vec<f32>,
+    ratio: usize,
+    next_id: ItemId,
+}
+
+impl From<FreshDraws> for FreshDrawsRepr {
+    fn from(f: FreshDraws) -> Self {
+        Self { low: f.low, high: f.high, ratio: f.ratio, next_id: f.next_id }
+    }
+}
+
+impl TryFrom<FreshDrawsRepr> for FreshDraws {
+    type Error = SelectError;
+    fn try_from(r: FreshDrawsRepr) -> Result<Self> {
+        let mut f = FreshDraws::new(r.low, r.high, r.ratio)?;
+        f.next_id = r.next_id;
+        Ok(f)
+    }
 }
 
 impl FreshDraws {
@@ -195,6 +281,38 @@ mod tests {
         assert_eq!(src.epoch(), 1);
         let _ = src.next_candidates(2, &mut rng)?;
         assert_eq!(src.epoch(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn source_state_roundtrips_and_is_checked() -> anyhow::Result<()> {
+        let mut rng = rl_core::rng_from_seed(3);
+        let mut a = EpochWindow::new(10, 2)?.with_features((0..20).map(|i| i as f32).collect(), 2)?;
+        let _ = a.next_candidates(2, &mut rng)?;
+        let json = serde_json::to_value(&a)?;
+        let mut b: EpochWindow = serde_json::from_value(json.clone())?;
+        let (mut ra, mut rb) = (rng.clone(), rng.clone());
+        for _ in 0..4 {
+            let ca = a.next_candidates(2, &mut ra)?;
+            let (ids, f) = (ca.ids().to_vec(), ca.features_of(0).map(<[f32]>::to_vec));
+            let cb = b.next_candidates(2, &mut rb)?;
+            assert_eq!((ids, f), (cb.ids().to_vec(), cb.features_of(0).map(<[f32]>::to_vec)));
+        }
+        for (field, bad) in [
+            ("perm", serde_json::json!([0, 0, 2, 3, 4, 5, 6, 7, 8, 9])),
+            ("pos", serde_json::json!(11)),
+            ("ratio", serde_json::json!(0)),
+            ("features", serde_json::json!([[1.0], 2])),
+        ] {
+            let mut v = json.clone();
+            v[field] = bad;
+            assert!(serde_json::from_value::<EpochWindow>(v).is_err(), "{field}");
+        }
+        let f = FreshDraws::new(vec![0.0], vec![1.0], 2)?;
+        let mut v = serde_json::to_value(&f)?;
+        assert_eq!(serde_json::from_value::<FreshDraws>(v.clone())?.next_id(), 0);
+        v["low"] = serde_json::json!([2.0]);
+        assert!(serde_json::from_value::<FreshDraws>(v).is_err());
         Ok(())
     }
 

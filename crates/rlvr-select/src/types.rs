@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 pub type ItemId = u64;
 
 /// A borrowed candidate set: the ids the selector may choose from, with optional per-candidate
-/// feature vectors (row-major, `dim` floats per candidate; part 2's feature-based selectors read
-/// them, the selectors of this crate ignore them).
+/// feature vectors (row-major, `dim` floats per candidate: the embeddings or task identifiers
+/// that GPS, MPTS and PDTS read; the per-prompt selectors ignore them).
 #[derive(Debug, Clone, Copy)]
 pub struct Candidates<'a> {
     ids: &'a [ItemId],
@@ -113,7 +113,8 @@ pub struct Outcome {
     pub id: ItemId,
     /// The `k` per-rollout rewards.
     pub rewards: Vec<f32>,
-    /// Optional features (part 2's model-based selectors learn from them).
+    /// Optional features (GPS, MPTS and PDTS learn from them; without them they use the
+    /// features remembered from the selection).
     pub features: Option<Vec<f32>>,
     /// Optional scalar risk (MPTS/PDTS); `None` means `1 - success_rate`.
     pub risk: Option<f32>,
@@ -190,10 +191,12 @@ pub enum Shortfall {
 pub struct Selection {
     /// Selected ids, best first; at most `batch_size`, exactly `batch_size` unless `shortfall`.
     pub ids: Vec<ItemId>,
-    /// Acquisition score per selected id (diagnostics): DPS `mu(2) + w_H H(mu)`, MoPPS
-    /// `-(draw - target)^2`, filters the measured success rate, uniform 0.
+    /// Acquisition score per selected id (diagnostics): DPS `μ(2) + w_H H(μ)`, MoPPS the
+    /// Thompson draw `γ̃` (ranked by `(γ̃ − target)²`, smallest first), filters the measured
+    /// success rate, GPS `γ̂`, MPTS its UCB, PDTS the sampled risk, DRM the measured risk,
+    /// uniform, history resampling and GDRM 0.
     pub scores: Vec<f64>,
-    /// Per-item loss weights; `None` = uniform (no selector of part 1 reweights).
+    /// Per-item loss weights; `None` = uniform (only [`crate::Gdrm`] reweights).
     pub weights: Option<Vec<f32>>,
     /// Groups already rolled out during selection (rollout-based selectors): the trainer
     /// trains on them instead of generating again.

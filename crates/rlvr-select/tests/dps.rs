@@ -2,6 +2,7 @@
 //! the equations; HMM ground-truth convergence; bad input.
 #![allow(clippy::needless_range_loop)] // index loops mirror the equations
 
+use rl_core::Params;
 use rlvr_select::sim::{Dynamics, HmmParams, PromptPoolSim, SimParams};
 use rlvr_select::{
     Candidates, Dps, DpsParams, DpsPrior, InitialBelief, NoRollouts, Outcome, RolloutOracle, SelectError, Selector,
@@ -30,7 +31,7 @@ fn close(a: f32, b: f64, tol: f64) -> bool {
 #[test]
 fn dps_updates_match_hand_computation() -> anyhow::Result<()> {
     let mut rng = rl_core::rng_from_seed(0);
-    let mut dps = Dps::new(DpsParams::default().decay(0.5), 4)?;
+    let mut dps = Dps::new(DpsParams::default().decay(0.5).check()?, 4)?;
     let ids = [0u64, 1];
     let _ = dps.select(0, Candidates::new(&ids), 1, &mut NoRollouts, &mut rng)?;
     dps.observe(0, &[Outcome::from_successes(0, 4, 8)], &mut rng)?;
@@ -159,7 +160,7 @@ fn dps_matches_a_literal_f64_implementation_on_random_sequences() -> anyhow::Res
     {
         let mut rng = rl_core::rng_from_seed(100 + case as u64);
         let n = 40u64;
-        let mut dps = Dps::new(params, n as usize)?;
+        let mut dps = Dps::new(params.check()?, n as usize)?;
         let mut lit = Literal::new(&params);
         for step in 0..60u64 {
             // candidates: a random window; select 5 of them; outcomes random states.
@@ -195,7 +196,7 @@ fn dps_matches_a_literal_f64_implementation_on_random_sequences() -> anyhow::Res
 #[test]
 fn top_b_by_partial_probability_and_entropy_term() -> anyhow::Result<()> {
     let mut rng = rl_core::rng_from_seed(1);
-    let mut dps = Dps::new(DpsParams::default(), 10)?;
+    let mut dps = Dps::new(DpsParams::default().check()?, 10)?;
     let ids: Vec<u64> = (0..10).collect();
     let _ = dps.select(0, Candidates::new(&ids), 10, &mut NoRollouts, &mut rng)?;
     // 0, 1 partial; 2, 3 solved; 4, 5 unsolved; the rest unobserved.
@@ -226,10 +227,10 @@ fn dps_beliefs_converge_to_the_true_state_distribution_in_hmm_mode() -> anyhow::
     let phi = [[0.7, 0.2, 0.1], [0.2, 0.6, 0.2], [0.1, 0.2, 0.7]];
     let hmm = HmmParams { phi_trained: phi, phi_idle: phi, initial: [1.0 / 3.0; 3] };
     let params = SimParams { n_prompts: 200, dynamics: Dynamics::Hmm(hmm), ..SimParams::default() };
-    let mut sim = PromptPoolSim::new(params, 5)?;
+    let mut sim = PromptPoolSim::new(params.check()?, 5)?;
     let mut rng = rl_core::rng_from_seed(5);
     let n = sim.n_prompts();
-    let mut dps = Dps::new(DpsParams::default().decay(1.0), n)?;
+    let mut dps = Dps::new(DpsParams::default().decay(1.0).check()?, n)?;
     let ids: Vec<u64> = (0..n as u64).collect();
     // Observe every prompt every step: α learns each prompt's transition matrix.
     for step in 0..400 {
@@ -273,7 +274,7 @@ fn dps_beliefs_converge_to_the_true_state_distribution_in_hmm_mode() -> anyhow::
 #[test]
 fn bad_input_is_rejected_and_state_untouched() -> anyhow::Result<()> {
     let mut rng = rl_core::rng_from_seed(0);
-    let mut dps = Dps::new(DpsParams::default(), 8)?;
+    let mut dps = Dps::new(DpsParams::default().check()?, 8)?;
     let ids: Vec<u64> = (0..6).collect();
     let _ = dps.select(0, Candidates::new(&ids), 3, &mut NoRollouts, &mut rng)?;
     dps.observe(0, &[Outcome::from_successes(1, 3, 8)], &mut rng)?;
@@ -309,8 +310,30 @@ fn bad_input_is_rejected_and_state_untouched() -> anyhow::Result<()> {
     broken["status"][0] = serde_json::json!(7);
     assert!(matches!(dps.load_state(&broken), Err(SelectError::InvalidState(_))));
     assert_eq!(dps.save_state()?, before);
-    assert!(Dps::new(DpsParams::default().decay(1.5), 4).is_err());
-    assert!(Dps::new(DpsParams::default().prior(DpsPrior::Custom([[0.0; 3]; 3])), 4).is_err());
+    // a state's parameters go through `check`, and its arrays through the same checks
+    for (path, value) in [
+        (&["params", "decay"][..], serde_json::json!(2.0)),
+        (&["params", "prior"][..], serde_json::json!({"constant": -1.0})),
+        (&["params", "decy"][..], serde_json::json!(0.5)),
+        (&["decay"][..], serde_json::json!([0.5])),
+        (&["n_tracked"][..], serde_json::json!(5)),
+        (&["extra"][..], serde_json::json!(1)),
+    ] {
+        let mut bad = before.clone();
+        let mut v = &mut bad;
+        for key in &path[..path.len() - 1] {
+            v = &mut v[*key];
+        }
+        v[path[path.len() - 1]] = value;
+        assert!(dps.load_state(&bad).is_err(), "{path:?}");
+        assert_eq!(dps.save_state()?, before);
+    }
+    let mut other = Dps::new(DpsParams::default().decay(0.1).check()?, 8)?;
+    other.load_state(&before)?;
+    assert_eq!(other.save_state()?, before);
+    assert_eq!(other.params().decay, 0.7);
+    assert!(DpsParams::default().decay(1.5).check().is_err());
+    assert!(DpsParams::default().prior(DpsPrior::Custom([[0.0; 3]; 3])).check().is_err());
     Ok(())
 }
 
@@ -318,7 +341,7 @@ fn bad_input_is_rejected_and_state_untouched() -> anyhow::Result<()> {
 fn local_prior_with_impossible_transition_stays_finite() -> anyhow::Result<()> {
     // 'local' forbids solved -> unsolved (α0 = 0); the reference divides 0 by 0 here.
     let mut rng = rl_core::rng_from_seed(0);
-    let mut dps = Dps::new(DpsParams::default().prior(DpsPrior::Local).decay(0.5), 2)?;
+    let mut dps = Dps::new(DpsParams::default().prior(DpsPrior::Local).decay(0.5).check()?, 2)?;
     dps.observe(0, &[Outcome::from_successes(0, 8, 8)], &mut rng)?;
     dps.observe(1, &[Outcome::from_successes(0, 0, 8)], &mut rng)?;
     let b = dps.belief(0)?;
@@ -337,7 +360,7 @@ fn long_unobserved_runs_never_produce_subnormal_state() -> anyhow::Result<()> {
     // λ^n underflows into the subnormal range after ~250 steps at λ = 0.7; the propagation pass
     // flushes such values to zero (subnormal arithmetic is ~100x slower), and beliefs stay valid.
     let mut rng = rl_core::rng_from_seed(5);
-    let mut dps = Dps::new(DpsParams::default(), 4)?;
+    let mut dps = Dps::new(DpsParams::default().check()?, 4)?;
     dps.track_all();
     let outcomes =
         [Outcome::from_successes(0, 0, 8), Outcome::from_successes(1, 4, 8), Outcome::from_successes(2, 8, 8)];

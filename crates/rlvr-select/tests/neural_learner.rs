@@ -3,8 +3,9 @@
 
 use rand::Rng;
 use rl_core::stats::pearson;
+use rl_core::Params;
 use rlvr_select::neural::{Gps, GpsParams, Reduction, RiskLearner, RiskLearnerParams};
-use rlvr_select::{Candidates, NoRollouts, Outcome, Selector};
+use rlvr_select::{Candidates, NoRollouts, Outcome, SelectError, Selector};
 
 /// A smooth synthetic risk over [-1, 1]^2.
 fn risk(x: &[f32]) -> f32 {
@@ -30,7 +31,7 @@ fn learner_predictions_correlate_with_a_synthetic_risk() -> anyhow::Result<()> {
     let mut rng = rl_core::rng_from_seed(11);
     let params =
         RiskLearnerParams { lr: 5e-3, train_steps: 5, reduction: Reduction::Mean, ..RiskLearnerParams::default() };
-    let mut learner = RiskLearner::new(2, params, 3)?;
+    let mut learner = RiskLearner::new(2, params.check()?, 3)?;
     for _ in 0..300 {
         let x = points(16, &mut rng);
         let y: Vec<f32> = x.chunks(2).map(risk).collect();
@@ -50,7 +51,7 @@ fn learner_predictions_correlate_with_a_synthetic_risk() -> anyhow::Result<()> {
 fn streaming_prior_is_the_previous_posterior() -> anyhow::Result<()> {
     single_thread();
     let mut rng = rl_core::rng_from_seed(5);
-    let mut learner = RiskLearner::new(2, RiskLearnerParams::default(), 0)?;
+    let mut learner = RiskLearner::new(2, RiskLearnerParams::default().check()?, 0)?;
     let (mu0, s0) = learner.prior();
     assert!(mu0.iter().all(|&m| m == 0.0) && s0.iter().all(|&s| s == 1.0));
     let x = points(8, &mut rng);
@@ -78,7 +79,7 @@ fn streaming_prior_is_the_previous_posterior() -> anyhow::Result<()> {
 fn learner_rejects_bad_input_without_changing() -> anyhow::Result<()> {
     single_thread();
     let mut rng = rl_core::rng_from_seed(1);
-    let mut learner = RiskLearner::new(2, RiskLearnerParams::default(), 0)?;
+    let mut learner = RiskLearner::new(2, RiskLearnerParams::default().check()?, 0)?;
     let before = learner.state()?;
     assert!(learner.update(&[0.0, 1.0, 2.0], &[1.0], &mut rng).is_err());
     assert!(learner.update(&[0.0, 1.0], &[f32::NAN], &mut rng).is_err());
@@ -86,8 +87,11 @@ fn learner_rejects_bad_input_without_changing() -> anyhow::Result<()> {
     assert!(learner.update(&[], &[], &mut rng).is_err());
     assert!(learner.predict(&[0.0, 1.0], 0, &mut rng).is_err());
     assert_eq!(learner.state()?, before);
-    assert!(RiskLearner::new(0, RiskLearnerParams::default(), 0).is_err());
-    assert!(RiskLearner::new(2, RiskLearnerParams { lr: -1.0, ..RiskLearnerParams::default() }, 0).is_err());
+    assert!(RiskLearner::new(0, RiskLearnerParams::default().check()?, 0).is_err());
+    assert!(matches!(
+        RiskLearnerParams::default().lr(-1.0).check(),
+        Err(SelectError::InvalidParameter { ref name, .. }) if name == "lr"
+    ));
     Ok(())
 }
 
@@ -104,7 +108,7 @@ fn gps_generalises_to_unseen_prompts() -> anyhow::Result<()> {
     let truth = |e: &[f32]| 1.0 / (1.0 + (-(3.0 * e[0] - e[1])).exp());
     let pool: Vec<f32> = (0..400 * dim).map(|_| rng.random_range(-1.0f32..1.0)).collect();
     let held: Vec<f32> = (0..300 * dim).map(|_| rng.random_range(-1.0f32..1.0)).collect();
-    let mut gps = Gps::new(GpsParams::default().seed(2), dim)?;
+    let mut gps = Gps::new(GpsParams::default().seed(2).check()?, dim)?;
     let ids: Vec<u64> = (0..400).collect();
     for step in 0..150 {
         let cand = Candidates::with_features(&ids, &pool, dim)?;

@@ -3,6 +3,7 @@
 #![cfg(feature = "neural")]
 
 use rand::Rng;
+use rl_core::Params;
 use rlvr_select::diversity::euclidean;
 use rlvr_select::neural::{AllocationParams, Gps, GpsParams, Mpts, MptsParams, Pdts, PdtsDiversity, PdtsParams};
 use rlvr_select::sim::{run, PromptPoolSim, RunConfig, SimParams};
@@ -49,7 +50,7 @@ fn drive(
 fn mpts_selects_the_top_b_of_its_ucb() -> anyhow::Result<()> {
     single_thread();
     let mut rng = rl_core::rng_from_seed(3);
-    let mut mpts = Mpts::new(MptsParams::default(), 2)?;
+    let mut mpts = Mpts::new(MptsParams::default().check()?, 2)?;
     drive(&mut mpts, &mut rng, 0..5, 32, 8)?;
     let ids: Vec<u64> = (1000..1064).collect();
     let x: Vec<f32> = (0..128).map(|_| rng.random_range(-1.0f32..1.0)).collect();
@@ -80,7 +81,7 @@ fn mpts_ucb_prefers_uncertain_candidates_when_gamma_std_dominates() -> anyhow::R
     single_thread();
     let mut rng = rl_core::rng_from_seed(4);
     let p = MptsParams { gamma_mean: 0.0, gamma_std: 1.0, ..MptsParams::default() };
-    let mut mpts = Mpts::new(p, 2)?;
+    let mut mpts = Mpts::new(p.check()?, 2)?;
     drive(&mut mpts, &mut rng, 0..3, 32, 8)?;
     let ids: Vec<u64> = (0..40).collect();
     let x: Vec<f32> = (0..80).map(|_| rng.random_range(-3.0f32..3.0)).collect();
@@ -117,7 +118,8 @@ fn pdts_diversity_spreads_the_batch() -> anyhow::Result<()> {
         [(0.0, PdtsDiversity::SumDistance), (1000.0, PdtsDiversity::SumDistance), (1000.0, PdtsDiversity::MinDistance)]
     {
         let mut r = rl_core::rng_from_seed(1);
-        let mut pdts = Pdts::new(PdtsParams { gamma_div: gamma, diversity: kind, ..PdtsParams::default() }, 2)?;
+        let mut pdts =
+            Pdts::new(PdtsParams { gamma_div: gamma, diversity: kind, ..PdtsParams::default() }.check()?, 2)?;
         drive(&mut pdts, &mut r, 0..3, 64, 16)?;
         let mut r_score = r.clone();
         let a: Vec<f32> = pdts.learner().sample_risks(&x, 1, &mut r_score)?;
@@ -155,37 +157,40 @@ fn check_resume(mut a: Box<dyn Selector>, mut b: Box<dyn Selector>) -> anyhow::R
 fn resume_is_exact() -> anyhow::Result<()> {
     single_thread();
     check_resume(
-        Box::new(Mpts::new(MptsParams::default().seed(1), 2)?),
-        Box::new(Mpts::new(MptsParams::default().seed(2), 2)?),
+        Box::new(Mpts::new(MptsParams::default().seed(1).check()?, 2)?),
+        Box::new(Mpts::new(MptsParams::default().seed(2).check()?, 2)?),
     )?;
     check_resume(
-        Box::new(Mpts::new(MptsParams { random_ratio: 0.5, ..MptsParams::domain_randomisation() }, 2)?),
-        Box::new(Mpts::new(MptsParams::domain_randomisation(), 2)?),
+        Box::new(Mpts::new(MptsParams { random_ratio: 0.5, ..MptsParams::domain_randomisation() }.check()?, 2)?),
+        Box::new(Mpts::new(MptsParams::domain_randomisation().check()?, 2)?),
     )?;
     check_resume(
-        Box::new(Pdts::new(PdtsParams::default(), 2)?),
-        Box::new(Pdts::new(PdtsParams::default().seed(5), 2)?),
+        Box::new(Pdts::new(PdtsParams::default().check()?, 2)?),
+        Box::new(Pdts::new(PdtsParams::default().seed(5).check()?, 2)?),
     )?;
     check_resume(
-        Box::new(Pdts::new(PdtsParams::domain_randomisation(1.0), 2)?),
-        Box::new(Pdts::new(PdtsParams::domain_randomisation(1.0), 2)?),
+        Box::new(Pdts::new(PdtsParams::domain_randomisation(1.0).check()?, 2)?),
+        Box::new(Pdts::new(PdtsParams::domain_randomisation(1.0).check()?, 2)?),
     )?;
-    check_resume(Box::new(Gdrm::new(GdrmParams::default())?), Box::new(Gdrm::new(GdrmParams::default())?))?;
+    check_resume(
+        Box::new(Gdrm::new(GdrmParams::default().check()?)?),
+        Box::new(Gdrm::new(GdrmParams::default().check()?)?),
+    )?;
     // GPS learns from success rates: drive it on a simulator instead
     let sim_params = SimParams { n_prompts: 300, ..SimParams::default() };
     let mk = |seed| -> anyhow::Result<(PromptPoolSim, EpochWindow)> {
-        let sim = PromptPoolSim::new(sim_params, seed)?;
+        let sim = PromptPoolSim::new(sim_params.check()?, seed)?;
         let src = EpochWindow::new(300, 4)?.with_features(sim.features().to_vec(), 8)?;
         Ok((sim, src))
     };
     let cfg = RunConfig { batch_size: 16, steps: 4, stop_at_target: false, ..RunConfig::default() };
     let (mut sim, mut src) = mk(3)?;
-    let mut gps = Gps::new(GpsParams::default(), 8)?;
+    let mut gps = Gps::new(GpsParams::default().check()?, 8)?;
     let mut rng = rl_core::rng_from_seed(8);
     run(&mut gps, &mut sim, &mut src, &cfg, &mut rng)?;
     let state = gps.save_state()?;
     let (sim_state, src_state) = (sim.clone(), src.clone());
-    let mut gps2 = Gps::new(GpsParams::default().seed(9), 8)?;
+    let mut gps2 = Gps::new(GpsParams::default().seed(9).check()?, 8)?;
     gps2.load_state(&state)?;
     let (mut sim2, mut src2, mut rng2) = (sim_state, src_state, rng.clone());
     let ra = run(&mut gps, &mut sim, &mut src, &cfg, &mut rng)?;
@@ -201,18 +206,18 @@ fn neural_selectors_run_on_the_simulator() -> anyhow::Result<()> {
     let sim_params = SimParams { n_prompts: 400, ..SimParams::default() };
     let cfg = RunConfig { batch_size: 16, steps: 6, stop_at_target: false, ..RunConfig::default() };
     let selectors: Vec<Box<dyn Selector>> = vec![
-        Box::new(Gps::new(GpsParams::default(), 8)?),
+        Box::new(Gps::new(GpsParams::default().check()?, 8)?),
         Box::new(Mpts::new(
-            MptsParams { risk_from_rewards: RiskFromRewards::Informativeness, ..MptsParams::default() },
+            MptsParams { risk_from_rewards: RiskFromRewards::Informativeness, ..MptsParams::default() }.check()?,
             8,
         )?),
         Box::new(Pdts::new(
-            PdtsParams { risk_from_rewards: RiskFromRewards::Informativeness, ..PdtsParams::default() },
+            PdtsParams { risk_from_rewards: RiskFromRewards::Informativeness, ..PdtsParams::default() }.check()?,
             8,
         )?),
     ];
     for mut s in selectors {
-        let mut sim = PromptPoolSim::new(sim_params, 1)?;
+        let mut sim = PromptPoolSim::new(sim_params.check()?, 1)?;
         let mut src = EpochWindow::new(400, 4)?.with_features(sim.features().to_vec(), 8)?;
         let mut rng = rl_core::rng_from_seed(2);
         let report = run(s.as_mut(), &mut sim, &mut src, &cfg, &mut rng)?;
@@ -226,7 +231,7 @@ fn neural_selectors_run_on_the_simulator() -> anyhow::Result<()> {
 fn missing_features_and_bad_outcomes_are_typed_errors() -> anyhow::Result<()> {
     single_thread();
     let mut rng = rl_core::rng_from_seed(0);
-    let mut mpts = Mpts::new(MptsParams::default(), 2)?;
+    let mut mpts = Mpts::new(MptsParams::default().check()?, 2)?;
     let ids = [1u64, 2, 3];
     assert!(matches!(
         mpts.select(0, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng),
@@ -243,16 +248,16 @@ fn missing_features_and_bad_outcomes_are_typed_errors() -> anyhow::Result<()> {
     assert!(mpts.observe(0, &[nan], &mut rng).is_err());
     assert_eq!(mpts.save_state()?, before);
     // with a table, feature-less candidates and outcomes work
-    let mut mpts =
-        Mpts::new(MptsParams::default(), 2)?.with_feature_table(vec![0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])?;
+    let mut mpts = Mpts::new(MptsParams::default().check()?, 2)?
+        .with_feature_table(vec![0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])?;
     let sel = mpts.select(0, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng)?;
     mpts.observe(0, &sel.ids.iter().map(|&id| Outcome::from_successes(id, 1, 4)).collect::<Vec<_>>(), &mut rng)?;
     assert!(mpts.predict(Candidates::new(&[0, 3]))?.is_some());
     assert!(matches!(
-        Mpts::new(MptsParams { samples: 1, ..MptsParams::default() }, 2),
-        Err(SelectError::InvalidParameter { .. })
+        MptsParams::default().samples(1).check(),
+        Err(SelectError::InvalidParameter { ref name, .. }) if name == "samples"
     ));
-    let mut gps = Gps::new(GpsParams::default(), 2)?;
+    let mut gps = Gps::new(GpsParams::default().check()?, 2)?;
     assert!(matches!(
         gps.observe(0, &[Outcome::new(1, vec![])], &mut rng),
         Err(SelectError::EmptyGroup { id: 1 }) | Err(SelectError::Features(_))
@@ -268,7 +273,7 @@ fn gps_allocation_spends_the_budget_on_solvable_prompts() -> anyhow::Result<()> 
     let truth = |e: &[f32]| 1.0 / (1.0 + (-(4.0 * e[0])).exp());
     let pool: Vec<f32> = (0..200 * dim).map(|_| rng.random_range(-1.5f32..1.5)).collect();
     let ids: Vec<u64> = (0..200).collect();
-    let mut gps = Gps::new(GpsParams::default().diversity(0.0, 0.0), dim)?;
+    let mut gps = Gps::new(GpsParams::default().diversity(0.0, 0.0).check()?, dim)?;
     for step in 0..80 {
         let sel = gps.select(step, Candidates::with_features(&ids, &pool, dim)?, 32, &mut NoRollouts, &mut rng)?;
         let outcomes: Vec<Outcome> = sel
@@ -283,7 +288,8 @@ fn gps_allocation_spends_the_budget_on_solvable_prompts() -> anyhow::Result<()> 
     }
     let test: Vec<f32> = vec![-1.5, 0.0, 0.0, 0.0, 1.5, 0.0];
     let tid = [0u64, 1, 2];
-    let alloc = gps.allocate(Candidates::with_features(&tid, &test, dim)?, &AllocationParams::with_budget(30))?;
+    let alloc =
+        gps.allocate(Candidates::with_features(&tid, &test, dim)?, &AllocationParams::with_budget(30).check()?)?;
     assert_eq!(alloc.samples.iter().sum::<usize>(), 30);
     assert!(alloc.samples.iter().all(|&s| (1..=64).contains(&s)));
     assert!(
@@ -293,7 +299,9 @@ fn gps_allocation_spends_the_budget_on_solvable_prompts() -> anyhow::Result<()> 
     );
     // the intermediate prompt gets more samples than the easy one
     assert!(alloc.samples[1] > alloc.samples[2], "{:?}", alloc.samples);
-    assert!(gps.allocate(Candidates::with_features(&tid, &test, dim)?, &AllocationParams::with_budget(2)).is_err());
+    assert!(gps
+        .allocate(Candidates::with_features(&tid, &test, dim)?, &AllocationParams::with_budget(2).check()?)
+        .is_err());
     Ok(())
 }
 
@@ -304,7 +312,7 @@ fn drm_evaluates_everything_and_keeps_the_worst() -> anyhow::Result<()> {
         Ok(vec![if id % 3 == 0 { 0.0 } else { 1.0 }; k])
     });
     let ids: Vec<u64> = (0..12).collect();
-    let mut drm = Drm::new(DrmParams { group_size: 2, ..DrmParams::default() })?;
+    let mut drm = Drm::new(DrmParams { group_size: 2, ..DrmParams::default() }.check()?)?;
     let sel = drm.select(0, Candidates::new(&ids), 4, &mut oracle, &mut rng)?;
     let mut got = sel.ids.clone();
     got.sort_unstable();

@@ -2,6 +2,7 @@
 //! selectors' accounting and shortfalls, Thompson sampling against statrs, simulator runs.
 
 use proptest::prelude::*;
+use rl_core::Params;
 use rlvr_select::sim::{run, PromptPoolSim, RunConfig, SimParams};
 use rlvr_select::{
     BudgetedOracle, CandidateSource, Candidates, Dps, DpsParams, DynamicSampling, EpochWindow, FilterParams,
@@ -12,16 +13,20 @@ use rlvr_select::{
 fn all_selectors(n: usize) -> anyhow::Result<Vec<Box<dyn Selector>>> {
     Ok(vec![
         Box::new(Uniform::new()),
-        Box::new(HistoryResampling::new(HistoryResamplingParams { epoch_steps: Some(5) })?),
-        Box::new(DynamicSampling::new(FilterParams { max_gen_batches: 3, ..FilterParams::dynamic_sampling() })?),
-        Box::new(OnlineDifficultyFilter::new(FilterParams {
-            max_gen_batches: 3,
-            ..FilterParams::online_difficulty()
-        })?),
-        Box::new(Mopps::new(MoppsParams::default().decay(0.5), n)?),
-        Box::new(Mopps::new(MoppsParams::default().acquisition(MoppsAcquisition::Threshold { lo: 0.3, hi: 0.7 }), n)?),
-        Box::new(Dps::new(DpsParams::default(), n)?),
-        Box::new(Dps::new(DpsParams::default().entropy_weight(0.1), n)?),
+        Box::new(HistoryResampling::new(HistoryResamplingParams { epoch_steps: Some(5) }.check()?)?),
+        Box::new(DynamicSampling::new(
+            FilterParams { max_gen_batches: 3, ..FilterParams::dynamic_sampling() }.check()?,
+        )?),
+        Box::new(OnlineDifficultyFilter::new(
+            FilterParams { max_gen_batches: 3, ..FilterParams::online_difficulty() }.check()?,
+        )?),
+        Box::new(Mopps::new(MoppsParams::default().decay(0.5).check()?, n)?),
+        Box::new(Mopps::new(
+            MoppsParams::default().acquisition(MoppsAcquisition::Threshold { lo: 0.3, hi: 0.7 }).check()?,
+            n,
+        )?),
+        Box::new(Dps::new(DpsParams::default().check()?, n)?),
+        Box::new(Dps::new(DpsParams::default().entropy_weight(0.1).check()?, n)?),
     ])
 }
 
@@ -55,7 +60,7 @@ fn resume_equivalence_for_every_selector() -> anyhow::Result<()> {
     let n = 300;
     for (a, b) in all_selectors(n)?.into_iter().zip(all_selectors(n)?) {
         let (mut original, mut restored) = (a, b);
-        let mut sim = PromptPoolSim::new(SimParams { n_prompts: n, ..SimParams::default() }, 3)?;
+        let mut sim = PromptPoolSim::new(SimParams { n_prompts: n, ..SimParams::default() }.check()?, 3)?;
         let mut src = EpochWindow::new(n, 4)?;
         let mut rng = rl_core::rng_from_seed(11);
         drive(original.as_mut(), &mut sim, &mut src, &mut rng, 0..7)?;
@@ -76,7 +81,7 @@ fn resume_equivalence_for_every_selector() -> anyhow::Result<()> {
 fn bad_input_leaves_every_selector_untouched() -> anyhow::Result<()> {
     let n = 50;
     let mut rng = rl_core::rng_from_seed(2);
-    let mut sim = PromptPoolSim::new(SimParams { n_prompts: n, ..SimParams::default() }, 2)?;
+    let mut sim = PromptPoolSim::new(SimParams { n_prompts: n, ..SimParams::default() }.check()?, 2)?;
     for mut sel in all_selectors(n)? {
         let ids: Vec<u64> = (0..20).collect();
         let s = sel.select(0, Candidates::new(&ids), 4, &mut sim, &mut rng)?;
@@ -105,8 +110,8 @@ fn bad_input_leaves_every_selector_untouched() -> anyhow::Result<()> {
     }
     // Unknown ids for the selectors with per-prompt state.
     for mut sel in [
-        Box::new(Dps::new(DpsParams::default(), n)?) as Box<dyn Selector>,
-        Box::new(Mopps::new(MoppsParams::default(), n)?),
+        Box::new(Dps::new(DpsParams::default().check()?, n)?) as Box<dyn Selector>,
+        Box::new(Mopps::new(MoppsParams::default().check()?, n)?),
     ] {
         let before = sel.save_state()?;
         assert!(matches!(
@@ -121,9 +126,10 @@ fn bad_input_leaves_every_selector_untouched() -> anyhow::Result<()> {
 #[test]
 fn dynamic_sampling_accounts_rollouts_and_reports_its_cap() -> anyhow::Result<()> {
     let mut rng = rl_core::rng_from_seed(4);
-    let mut sim = PromptPoolSim::new(SimParams { n_prompts: 400, ..SimParams::default() }, 4)?;
+    let mut sim = PromptPoolSim::new(SimParams { n_prompts: 400, ..SimParams::default() }.check()?, 4)?;
     let ids: Vec<u64> = (0..400).collect();
-    let mut ds = DynamicSampling::new(FilterParams { max_gen_batches: 2, ..FilterParams::dynamic_sampling() })?;
+    let mut ds =
+        DynamicSampling::new(FilterParams { max_gen_batches: 2, ..FilterParams::dynamic_sampling() }.check()?)?;
     let before = sim.rollouts_spent();
     let s = ds.select(0, Candidates::new(&ids), 100, &mut sim, &mut rng)?;
     assert_eq!(s.selection_rollouts, sim.rollouts_spent() - before);
@@ -144,7 +150,7 @@ fn dynamic_sampling_accounts_rollouts_and_reports_its_cap() -> anyhow::Result<()
         ds.select(2, Candidates::new(&ids), 10, &mut NoRollouts, &mut rng),
         Err(SelectError::OracleUnavailable { selector: "dynamic-sampling" })
     ));
-    let mut odf = OnlineDifficultyFilter::default();
+    let mut odf = OnlineDifficultyFilter::new(FilterParams::online_difficulty().check()?)?;
     let s = odf.select(0, Candidates::new(&ids), 20, &mut sim, &mut rng)?;
     assert!(s.prefetched.iter().all(|o| (0.25..=0.75).contains(&o.success_rate())));
     Ok(())
@@ -155,7 +161,7 @@ fn thompson_draws_follow_the_beta_posterior_ks_test() -> anyhow::Result<()> {
     use statrs::distribution::{Beta, ContinuousCDF};
     let mut rng = rl_core::rng_from_seed(9);
     for &(succ, fail) in &[(2usize, 6usize), (7, 1), (0, 0)] {
-        let mut m = Mopps::new(MoppsParams::default(), 1)?;
+        let mut m = Mopps::new(MoppsParams::default().check()?, 1)?;
         if succ + fail > 0 {
             m.observe(0, &[Outcome::from_successes(0, succ, succ + fail)], &mut rng)?;
         }
@@ -188,10 +194,10 @@ fn simulator_run_reproduces_the_papers_ordering() -> anyhow::Result<()> {
     let mut esr = Vec::new();
     for mut sel in [
         Box::new(Uniform::new()) as Box<dyn Selector>,
-        Box::new(Dps::new(DpsParams::default(), 1000)?),
-        Box::new(Mopps::new(MoppsParams::default(), 1000)?),
+        Box::new(Dps::new(DpsParams::default().check()?, 1000)?),
+        Box::new(Mopps::new(MoppsParams::default().check()?, 1000)?),
     ] {
-        let mut sim = PromptPoolSim::new(params, 1)?;
+        let mut sim = PromptPoolSim::new(params.check()?, 1)?;
         let mut src = EpochWindow::new(1000, 8)?;
         let mut rng = rl_core::rng_from_seed(1);
         let r = run(sel.as_mut(), &mut sim, &mut src, &cfg, &mut rng)?;
@@ -210,7 +216,7 @@ proptest! {
     #[test]
     fn selections_are_valid(n in 5usize..120, frac in 0.05f64..1.0, bfrac in 0.01f64..1.0, seed in 0u64..1000, which in 0usize..8) {
         let mut rng = rl_core::rng_from_seed(seed);
-        let mut sim = PromptPoolSim::new(SimParams { n_prompts: n, ..SimParams::default() }, seed).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let mut sim = PromptPoolSim::new(SimParams { n_prompts: n, ..SimParams::default() }.check()?, seed).map_err(|e| TestCaseError::fail(e.to_string()))?;
         let c = ((n as f64 * frac) as usize).max(1);
         let b = ((c as f64 * bfrac) as usize).clamp(1, c);
         let mut src = EpochWindow::new(n, 1).map_err(|e| TestCaseError::fail(e.to_string()))?;

@@ -12,9 +12,9 @@
 //! projection = "forward"
 //! ```
 
+use rl_core::Params;
 use std::path::{Path, PathBuf};
 
-use rl_core::Params;
 use rl_lm::LmConfig;
 use rlvr_core::{DecoupledParams, LossParams};
 use rlvr_replay::ReplayParams;
@@ -346,11 +346,11 @@ impl SelectorConfig {
                 Ok(())
             }
             Self::Mopps { params } => {
-                rlvr_select::Mopps::new(*params, 1)?;
+                rlvr_select::Mopps::new((*params).check()?, 1)?;
                 Ok(())
             }
             Self::Dps { params } => {
-                rlvr_select::Dps::new(*params, 1)?;
+                rlvr_select::Dps::new((*params).check()?, 1)?;
                 Ok(())
             }
             Self::Gps { params, embed_dim } => {

@@ -627,15 +627,15 @@ fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector 
                 max_gen_batches: *max_gen_batches,
                 ..FilterParams::dynamic_sampling()
             };
-            (Box::new(DynamicSampling::new(params)?), EpochWindow::new(n, *max_gen_batches)?)
+            (Box::new(DynamicSampling::new(params.check()?)?), EpochWindow::new(n, *max_gen_batches)?)
         }
-        SelectorConfig::Mopps { params } => (Box::new(Mopps::new(*params, n)?), EpochWindow::new(n, ratio)?),
-        SelectorConfig::Dps { params } => (Box::new(Dps::new(*params, n)?), EpochWindow::new(n, ratio)?),
+        SelectorConfig::Mopps { params } => (Box::new(Mopps::new((*params).check()?, n)?), EpochWindow::new(n, ratio)?),
+        SelectorConfig::Dps { params } => (Box::new(Dps::new((*params).check()?, n)?), EpochWindow::new(n, ratio)?),
         SelectorConfig::Gps { params, embed_dim } => {
-            let embedder = HashedNgramEmbedder::new(EmbedParams { dim: *embed_dim, ..EmbedParams::default() })?;
+            let embedder = HashedNgramEmbedder::new(EmbedParams { dim: *embed_dim, ..EmbedParams::default() }.check()?);
             let texts: Vec<String> = tasks.train.pool().iter().map(|p| p.text()).collect();
             let table = embedder.embed_all(&texts);
-            let gps = Gps::new(params.seed(seed), *embed_dim)?.with_feature_table(table.clone())?;
+            let gps = Gps::new(params.seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(gps), EpochWindow::new(n, ratio)?.with_features(table, *embed_dim)?)
         }
     })

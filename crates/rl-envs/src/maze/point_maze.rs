@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::common::{boxed, check_box_action, non_negative, positive, snapshot_finite, EpisodeClock};
 use crate::error::{EnvError, Result};
+use crate::maze::contact;
 use crate::maze::layout::{Maze, MazeLayout};
 use crate::rng::{integers, uniform};
 use crate::traits::{check_task, Snapshot, TaskParam, TaskParams};
@@ -44,7 +45,9 @@ pub enum MazeObs {
 /// | `gear` | 100.0 | motor gear: force = gear · ctrl | `> 0` |
 /// | `timestep` | 0.01 | seconds per step (`frame_skip` 1) | `> 0` |
 /// | `max_velocity` | 5.0 | velocities clipped to ±this before each step | `> 0` |
-/// | `radius` | 0.1 | the ball's radius (wall contact) | `> 0` |
+/// | `radius` | 0.1 | the ball's radius (wall contact) | `(0, 0.5)` |
+/// | `contact_margin` | 0.004 | distance below which a wall contact acts (the ball's and the block's MuJoCo margins, 0.002 each) | `>= 0` |
+/// | `wall_contact` | `soft` | [`WallContact`] model of the pure-Rust ball | |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PointMassParams {
@@ -60,6 +63,23 @@ pub struct PointMassParams {
     pub max_velocity: f64,
     /// Ball radius.
     pub radius: f64,
+    /// Contact distance.
+    pub contact_margin: f64,
+    /// Wall contact model (pure-Rust ball only; the MuJoCo ball always uses MuJoCo's).
+    pub wall_contact: WallContact,
+}
+
+/// How the pure-Rust ball meets the walls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum WallContact {
+    /// MuJoCo's soft contact (default `solref`/`solimp`, frictionless), solved exactly as
+    /// MuJoCo does: the same motion as gymnasium-robotics' MuJoCo ball.
+    #[default]
+    Soft,
+    /// Rigid, frictionless, inelastic walls (the ball is pushed out along the normal and loses
+    /// its normal velocity): simpler, not MuJoCo's motion.
+    Rigid,
 }
 
 impl Default for PointMassParams {
@@ -71,6 +91,8 @@ impl Default for PointMassParams {
             timestep: 0.01,
             max_velocity: 5.0,
             radius: 0.1,
+            contact_margin: 0.004,
+            wall_contact: WallContact::Soft,
         }
     }
 }
@@ -83,6 +105,7 @@ impl PointMassParams {
         positive("physics.timestep", self.timestep)?;
         positive("physics.max_velocity", self.max_velocity)?;
         positive("physics.radius", self.radius)?;
+        non_negative("physics.contact_margin", self.contact_margin)?;
         if self.radius >= 0.5 {
             return Err(EnvError::invalid("physics.radius", self.radius, "must be < 0.5 (half a cell)"));
         }
@@ -285,7 +308,7 @@ impl Params for PointMazeParams {
     }
 }
 
-/// The physics of a point maze's ball: [`RigidPointMass`] (pure Rust) or, with the `mujoco`
+/// The physics of a point maze's ball: [`PointMass`] (pure Rust) or, with the `mujoco`
 /// feature, `rl_envs::mujoco::MujocoPointMass` (gymnasium-robotics' model in MuJoCo).
 pub trait PointPhysics: std::fmt::Debug {
     /// The physics state kept in snapshots.
@@ -318,36 +341,35 @@ pub trait PointPhysics: std::fmt::Debug {
 }
 
 /// The pure-Rust point mass: MuJoCo's Euler step of gymnasium-robotics' ball (implicit joint
-/// damping: `a = (gear·u − b·v) / (m + h·b)`, `v' = v + h·a`, `x' = x + h·v'`), which
-/// matches MuJoCo exactly while the ball is clear of the walls, and rigid, frictionless,
-/// inelastic wall contact (the ball is pushed out of a wall block along the contact normal and
-/// loses its normal velocity). MuJoCo's soft contact (margin 0.002, solref 0.02) lets the ball
-/// sink in slightly and release later: see `docs/rl-envs.md` for the measured difference.
+/// damping: `a = (gear·u − b·v + F_c) / (m + h·b)`, `v' = v + h·a`, `x' = x + h·v'`) with the
+/// wall-contact force `F_c` of MuJoCo's soft contact model, computed as MuJoCo computes it (see
+/// `contact.rs`): the motion of gymnasium-robotics' MuJoCo ball, walls included, without
+/// MuJoCo. [`WallContact::Rigid`] replaces the contact model by rigid walls.
 #[derive(Debug, Clone)]
-pub struct RigidPointMass {
+pub struct PointMass {
     params: PointMassParams,
     walls: Vec<[f64; 2]>,
     half: f64,
-    state: RigidState,
+    state: PointMassState,
 }
 
-/// State of a [`RigidPointMass`].
+/// State of a [`PointMass`].
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct RigidState {
+pub struct PointMassState {
     /// Position.
     pub pos: [f64; 2],
     /// Velocity.
     pub vel: [f64; 2],
 }
 
-impl RigidPointMass {
+impl PointMass {
     /// A ball with `params` in `maze`.
     pub fn new(params: PointMassParams, maze: &Maze) -> Self {
         Self {
             params,
             walls: maze.walls().to_vec(),
             half: 0.5 * maze.scaling(),
-            state: RigidState { pos: [0.0; 2], vel: [0.0; 2] },
+            state: PointMassState { pos: [0.0; 2], vel: [0.0; 2] },
         }
     }
 
@@ -388,21 +410,35 @@ impl RigidPointMass {
     }
 }
 
-impl PointPhysics for RigidPointMass {
-    type State = RigidState;
+impl PointPhysics for PointMass {
+    type State = PointMassState;
     fn set(&mut self, pos: [f64; 2], vel: [f64; 2]) {
-        self.state = RigidState { pos, vel };
+        self.state = PointMassState { pos, vel };
     }
     fn step(&mut self, ctrl: [f64; 2]) {
         let p = &self.params;
-        let inv = 1.0 / (p.mass + p.timestep * p.damping);
-        for (k, &u) in ctrl.iter().enumerate() {
-            let force = -p.damping * self.state.vel[k] + p.gear * u;
-            let qacc = force * inv;
-            self.state.vel[k] += qacc * p.timestep;
-            self.state.pos[k] += p.timestep * self.state.vel[k];
+        let (m, b, h) = (p.mass, p.damping, p.timestep);
+        let v = self.state.vel;
+        // MuJoCo: qfrc_smooth = passive (−b·v) + actuator (gear·u)
+        let smooth = [-b * v[0] + p.gear * ctrl[0], -b * v[1] + p.gear * ctrl[1]];
+        let constraint = if p.wall_contact == WallContact::Soft {
+            let inv_m = 1.0 / m;
+            let a0 = [smooth[0] * inv_m, smooth[1] * inv_m];
+            let ball = contact::Ball { pos: self.state.pos, vel: v, radius: p.radius, mass: m };
+            let rows = contact::rows(&ball, &self.walls, self.half, p.contact_margin, h);
+            contact::constraint_force(&rows, a0, inv_m)
+        } else {
+            [0.0, 0.0]
+        };
+        let inv = 1.0 / (m + h * b);
+        for k in 0..2 {
+            let qacc = (smooth[k] + constraint[k]) * inv;
+            self.state.vel[k] += qacc * h;
+            self.state.pos[k] += h * self.state.vel[k];
         }
-        self.resolve_walls();
+        if p.wall_contact == WallContact::Rigid {
+            self.resolve_walls();
+        }
     }
     fn pos(&self) -> [f64; 2] {
         self.state.pos
@@ -410,10 +446,10 @@ impl PointPhysics for RigidPointMass {
     fn vel(&self) -> [f64; 2] {
         self.state.vel
     }
-    fn save(&self) -> RigidState {
+    fn save(&self) -> PointMassState {
         self.state
     }
-    fn load(&mut self, state: &RigidState) -> Result<()> {
+    fn load(&mut self, state: &PointMassState) -> Result<()> {
         snapshot_finite("point mass", &[state.pos[0], state.pos[1], state.vel[0], state.vel[1]])?;
         self.state = *state;
         Ok(())
@@ -469,8 +505,8 @@ pub struct PointMazeEnv<P: PointPhysics> {
     clock: EpisodeClock,
 }
 
-/// The pure-Rust point maze (exact in free flight, rigid walls).
-pub type PointMaze = PointMazeEnv<RigidPointMass>;
+/// The pure-Rust point maze (MuJoCo's motion re-implemented, walls included).
+pub type PointMaze = PointMazeEnv<PointMass>;
 
 impl PointMaze {
     /// A point maze with `params`.
@@ -479,7 +515,7 @@ impl PointMaze {
     /// None for valid parameters.
     pub fn new(params: Valid<PointMazeParams>) -> Result<Self> {
         let maze = Maze::new(&params.layout, params.maze_size_scaling)?;
-        let physics = RigidPointMass::new(params.physics.clone(), &maze);
+        let physics = PointMass::new(params.physics.clone(), &maze);
         Self::with_physics(params, physics)
     }
 }
@@ -734,6 +770,20 @@ mod tests {
             e.step(array![-1.0, 0.0].view()).unwrap();
         }
         assert!(m.wall_clearance(e.position()) >= 0.1 - 1e-9);
+    }
+
+    #[test]
+    fn rigid_walls_option() {
+        let physics = PointMassParams { wall_contact: WallContact::Rigid, ..PointMassParams::default() };
+        let mut e = env(PointMazeParams::default().reset_cell(Some([1, 1])).goal_cell(Some([3, 1])).physics(physics));
+        e.reset(&mut NumpyRng::new(0)).unwrap();
+        for _ in 0..140 {
+            e.step(array![0.0, 1.0].view()).unwrap();
+        }
+        // rigid: the ball sits exactly on the wall, at rest against it
+        let clearance = e.maze().wall_clearance(e.position());
+        assert!((clearance - 0.1).abs() < 1e-9, "{clearance}");
+        assert_eq!(e.velocity()[1], 0.0);
     }
 
     #[test]

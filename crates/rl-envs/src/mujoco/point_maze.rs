@@ -44,7 +44,7 @@ pub fn point_maze_xml(maze: &Maze, params: &PointMassParams) -> String {
   <option timestep="{dt}" gravity="0 0 0" iterations="20" integrator="Euler"/>
   <default>
     <joint damping="{damping}" limited="false"/>
-    <geom friction=".5 .1 .1" density="1000" margin="0.002" condim="1" contype="2" conaffinity="1"/>
+    <geom friction=".5 .1 .1" density="1000" margin="{margin}" condim="1" contype="2" conaffinity="1"/>
   </default>
   <worldbody>
     <geom name="ground" size="40 40 0.25" pos="0 0 -0.1" type="plane" contype="1" conaffinity="0"/>
@@ -58,6 +58,7 @@ pub fn point_maze_xml(maze: &Maze, params: &PointMassParams) -> String {
         dt = params.timestep,
         damping = params.damping,
         radius = params.radius,
+        margin = params.contact_margin / 2.0,
     );
     for i in 0..maze.n_rows() {
         for j in 0..maze.n_cols() {

@@ -10,6 +10,7 @@ use crate::oracle::RolloutOracle;
 use crate::types::{check_select_args, Candidates, ItemId, Outcome, Prediction, Selection};
 use crate::Selector;
 use rand::RngCore;
+use rl_core::{Params, Valid};
 use rl_nn::optim::Adam;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
@@ -19,6 +20,8 @@ use tch::{Kind, Tensor};
 /// The GPS paper (arXiv 2602.01970) gives the model's structure and objective but its code and
 /// several constants (`λ`, `M`, `β`, widths) were not available to us; the defaults below are
 /// ours, sized for CPU, and marked as such.
+///
+/// A config file may give any subset of the fields; a misspelt field is an error.
 ///
 /// | name | default | meaning |
 /// |---|---|---|
@@ -36,6 +39,7 @@ use tch::{Kind, Tensor};
 /// | `distance_pairs` | 256 | random pairs estimating the mean candidate distance `d̄` |
 /// | `seed` | 0 | initial weights and `predict`'s latent draws |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct GpsParams {
     /// Latent dimension.
     pub z_dim: usize,
@@ -86,10 +90,59 @@ impl Default for GpsParams {
 }
 
 impl GpsParams {
-    /// Sets the seed.
+    /// Sets `z_dim`.
     #[must_use]
-    pub fn seed(mut self, seed: u64) -> Self {
-        self.seed = seed;
+    pub fn z_dim(mut self, z_dim: usize) -> Self {
+        self.z_dim = z_dim;
+        self
+    }
+
+    /// Sets `h_dim`.
+    #[must_use]
+    pub fn h_dim(mut self, h_dim: usize) -> Self {
+        self.h_dim = h_dim;
+        self
+    }
+
+    /// Sets `lr`.
+    #[must_use]
+    pub fn lr(mut self, lr: f64) -> Self {
+        self.lr = lr;
+        self
+    }
+
+    /// Sets `train_steps`.
+    #[must_use]
+    pub fn train_steps(mut self, n: usize) -> Self {
+        self.train_steps = n;
+        self
+    }
+
+    /// Sets `train_samples`.
+    #[must_use]
+    pub fn train_samples(mut self, n: usize) -> Self {
+        self.train_samples = n;
+        self
+    }
+
+    /// Sets `kl_weight`.
+    #[must_use]
+    pub fn kl_weight(mut self, beta: f64) -> Self {
+        self.kl_weight = beta;
+        self
+    }
+
+    /// Sets `predict_samples`.
+    #[must_use]
+    pub fn predict_samples(mut self, m: usize) -> Self {
+        self.predict_samples = m;
+        self
+    }
+
+    /// Sets `target`.
+    #[must_use]
+    pub fn target(mut self, target: f64) -> Self {
+        self.target = target;
         self
     }
 
@@ -101,12 +154,35 @@ impl GpsParams {
         self
     }
 
-    /// Validates the parameters.
-    ///
+    /// Sets `warmup_steps`.
+    #[must_use]
+    pub fn warmup_steps(mut self, steps: u64) -> Self {
+        self.warmup_steps = steps;
+        self
+    }
+
+    /// Sets `distance_pairs`.
+    #[must_use]
+    pub fn distance_pairs(mut self, pairs: usize) -> Self {
+        self.distance_pairs = pairs;
+        self
+    }
+
+    /// Sets the seed.
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+}
+
+impl Params for GpsParams {
+    type Error = SelectError;
+
     /// # Errors
     /// Zero widths/steps/samples, a non-positive learning rate, negative or non-finite weights,
     /// a target outside `[0, 1]`.
-    pub fn check(self) -> Result<Self> {
+    fn validate(&self) -> Result<()> {
         for (name, v) in [
             ("z_dim", self.z_dim),
             ("h_dim", self.h_dim),
@@ -129,19 +205,20 @@ impl GpsParams {
         if !(0.0..=1.0).contains(&self.target) {
             return Err(invalid("target", self.target, "the target success rate must lie in [0, 1]"));
         }
-        Ok(self)
+        Ok(())
     }
 }
 
 /// Parameters of [`Gps::allocate`] (test-time compute allocation).
 ///
-/// | name | default | meaning |
-/// |---|---|---|
-/// | `bins` | 10 | equal-width bins of predicted success rate on `[0, 1]` |
-/// | `budget` | — | total samples to spend |
-/// | `min_samples` | 1 | samples every prompt gets |
-/// | `max_samples` | 64 | cap per prompt |
+/// | name | default | meaning | range |
+/// |---|---|---|---|
+/// | `bins` | 10 | equal-width bins of predicted success rate on `[0, 1]` | `>= 1` |
+/// | `budget` | 0 (set it) | total samples to spend | `[min_samples · N, max_samples · N]`, checked by [`Gps::allocate`] |
+/// | `min_samples` | 1 | samples every prompt gets | `<= max_samples` |
+/// | `max_samples` | 64 | cap per prompt | |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct AllocationParams {
     /// Number of difficulty bins.
     pub bins: usize,
@@ -153,10 +230,55 @@ pub struct AllocationParams {
     pub max_samples: usize,
 }
 
+impl Default for AllocationParams {
+    fn default() -> Self {
+        Self { bins: 10, budget: 0, min_samples: 1, max_samples: 64 }
+    }
+}
+
 impl AllocationParams {
     /// `budget` samples, 10 bins, 1..=64 samples per prompt.
     pub fn with_budget(budget: usize) -> Self {
-        Self { bins: 10, budget, min_samples: 1, max_samples: 64 }
+        Self { budget, ..Self::default() }
+    }
+
+    /// Sets `bins`.
+    #[must_use]
+    pub fn bins(mut self, bins: usize) -> Self {
+        self.bins = bins;
+        self
+    }
+
+    /// Sets `budget`.
+    #[must_use]
+    pub fn budget(mut self, budget: usize) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// Sets the per-prompt range `min_samples..=max_samples`.
+    #[must_use]
+    pub fn samples(mut self, min_samples: usize, max_samples: usize) -> Self {
+        self.min_samples = min_samples;
+        self.max_samples = max_samples;
+        self
+    }
+}
+
+impl Params for AllocationParams {
+    type Error = SelectError;
+
+    /// # Errors
+    /// `bins == 0`, `min_samples > max_samples` (the budget is checked against `N` by
+    /// [`Gps::allocate`]).
+    fn validate(&self) -> Result<()> {
+        if self.bins == 0 {
+            return Err(invalid("bins", 0, "need at least one bin"));
+        }
+        if self.min_samples > self.max_samples {
+            return Err(invalid("min_samples", self.min_samples, "must not exceed max_samples"));
+        }
+        Ok(())
     }
 }
 
@@ -212,7 +334,8 @@ pub struct Allocation {
 /// use rlvr_select::neural::{Gps, GpsParams};
 /// use rlvr_select::{Candidates, NoRollouts, Outcome, Selector};
 /// let mut rng = rl_core::rng_from_seed(0);
-/// let mut gps = Gps::new(GpsParams::default(), 4)?;
+/// use rl_core::Params;
+/// let mut gps = Gps::new(GpsParams::default().check()?, 4)?;
 /// let ids: Vec<u64> = (0..64).collect();
 /// let emb: Vec<f32> = (0..256).map(|i| ((i * 37) % 11) as f32 / 11.0).collect();
 /// let sel = gps.select(0, Candidates::with_features(&ids, &emb, 4)?, 8, &mut NoRollouts, &mut rng)?;
@@ -224,7 +347,7 @@ pub struct Allocation {
 /// ```
 #[derive(Debug)]
 pub struct Gps {
-    params: GpsParams,
+    params: Valid<GpsParams>,
     post_enc: Dense,
     post_head: Dense,
     prior_enc: Dense,
@@ -238,9 +361,22 @@ pub struct Gps {
     scratch: Vec<u64>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
+struct GpsStateRef<'a> {
+    params: &'a GpsParams,
+    dim: usize,
+    weights: Vec<TensorData>,
+    adam: AdamState,
+    last: &'a Option<(Vec<f32>, Vec<f32>)>,
+    prev: &'a Option<(Vec<f32>, Vec<f32>)>,
+    updates: u64,
+    features: &'a FeatureMemory,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct GpsState {
-    params: GpsParams,
+    params: Valid<GpsParams>,
     dim: usize,
     weights: Vec<TensorData>,
     adam: AdamState,
@@ -256,9 +392,9 @@ impl Gps {
     /// A GPS selector for `dim`-dimensional prompt embeddings.
     ///
     /// # Errors
-    /// Invalid parameters or `dim == 0`.
-    pub fn new(params: GpsParams, dim: usize) -> Result<Self> {
-        let p = params.check()?;
+    /// `dim` outside `1..=2^20`.
+    pub fn new(params: Valid<GpsParams>, dim: usize) -> Result<Self> {
+        let p = *params;
         if dim == 0 || dim > 1 << 20 {
             return Err(invalid("dim", dim, "must lie in 1..=2^20"));
         }
@@ -275,7 +411,7 @@ impl Gps {
         }
         let adam = new_adam(p.lr, vars)?;
         Ok(Self {
-            params: p,
+            params,
             post_enc,
             post_head,
             prior_enc,
@@ -411,16 +547,9 @@ impl Gps {
     /// solvable ones get the most.
     ///
     /// # Errors
-    /// `bins == 0`, `min_samples > max_samples`, a budget below `min_samples · N` or above
-    /// `max_samples · N`, missing embeddings.
-    pub fn allocate(&self, candidates: Candidates<'_>, params: &AllocationParams) -> Result<Allocation> {
+    /// A budget below `min_samples · N` or above `max_samples · N`, missing embeddings.
+    pub fn allocate(&self, candidates: Candidates<'_>, params: &Valid<AllocationParams>) -> Result<Allocation> {
         let n = candidates.len();
-        if params.bins == 0 {
-            return Err(invalid("bins", 0, "need at least one bin"));
-        }
-        if params.min_samples > params.max_samples {
-            return Err(invalid("min_samples", params.min_samples, "must not exceed max_samples"));
-        }
         if params.budget < params.min_samples * n || params.budget > params.max_samples.saturating_mul(n) {
             return Err(invalid("budget", params.budget, "must lie in [min_samples * N, max_samples * N]"));
         }
@@ -520,7 +649,7 @@ impl Selector for Gps {
         let feats = self.features.gather_candidates(&candidates)?;
         let n = candidates.len();
         let d = self.features.dim;
-        let p = self.params;
+        let p = *self.params;
         let (chosen, pred): (Vec<usize>, Vec<f64>) = if step < p.warmup_steps {
             (rand::seq::index::sample(rng, n, batch_size).into_vec(), vec![0.5; n])
         } else {
@@ -577,15 +706,15 @@ impl Selector for Gps {
     }
 
     fn save_state(&self) -> Result<serde_json::Value> {
-        Ok(serde_json::to_value(GpsState {
-            params: self.params,
+        Ok(serde_json::to_value(GpsStateRef {
+            params: &self.params,
             dim: self.features.dim,
             weights: self.vars().into_iter().map(TensorData::from_tensor).collect::<Result<_>>()?,
             adam: adam_state(&self.adam)?,
-            last: self.last.clone(),
-            prev: self.prev.clone(),
+            last: &self.last,
+            prev: &self.prev,
             updates: self.updates,
-            features: self.features.clone(),
+            features: &self.features,
         })?)
     }
 

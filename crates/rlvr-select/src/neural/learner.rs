@@ -6,12 +6,14 @@ use super::nn::{
 };
 use crate::error::{invalid, Result, SelectError};
 use rand::RngCore;
+use rl_core::{Params, Valid};
 use rl_nn::optim::Adam;
 use serde::{Deserialize, Serialize};
 use tch::{Kind, Tensor};
 
-/// How the squared errors of a batch are reduced in the learner's loss.
+/// How the squared errors of a batch are reduced in the learner's loss (`"sum"` / `"mean"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Reduction {
     /// Sum over the batch (reference sinusoid: `F.mse_loss(..., reduction="sum")`).
     Sum,
@@ -22,6 +24,8 @@ pub enum Reduction {
 /// Parameters of the [`RiskLearner`]. `Default` is the reference sinusoid configuration
 /// (thu-rllab/MPTS `sinusoid/`, PDTS forks it).
 ///
+/// A config file may give any subset of the fields; a misspelt field is an error.
+///
 /// | name | default | reference value |
 /// |---|---|---|
 /// | `r_dim`, `z_dim`, `h_dim` | 10, 10, 10 | all configs |
@@ -29,9 +33,10 @@ pub enum Reduction {
 /// | `train_steps` | 1 | gradient steps per update; Meta-RL / DR `sampler_train_times` 10 |
 /// | `train_samples` | 20 | reparameterised `z` draws in the loss; Meta-RL / DR 1 |
 /// | `kl_weight` | 1.0 | β of the ELBO; Meta-RL 1e-4, DR 1.0 |
-/// | `reduction` | `Sum` | MSE reduction; Meta-RL / DR `Mean` |
+/// | `reduction` | `sum` | MSE reduction; Meta-RL / DR `mean` |
 /// | `standardize` | false | `(y − mean) / (std + 1e-8)` within the batch; Meta-RL / DR true |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct RiskLearnerParams {
     /// Width of the per-point representation `r_i`.
     pub r_dim: usize,
@@ -94,11 +99,64 @@ impl RiskLearnerParams {
         Self { kl_weight: 1e-4, ..Self::domain_randomisation() }
     }
 
-    /// Validates the parameters.
-    ///
+    /// Sets the widths `r_dim`, `z_dim`, `h_dim`.
+    #[must_use]
+    pub fn dims(mut self, r_dim: usize, z_dim: usize, h_dim: usize) -> Self {
+        self.r_dim = r_dim;
+        self.z_dim = z_dim;
+        self.h_dim = h_dim;
+        self
+    }
+
+    /// Sets `lr`.
+    #[must_use]
+    pub fn lr(mut self, lr: f64) -> Self {
+        self.lr = lr;
+        self
+    }
+
+    /// Sets `train_steps`.
+    #[must_use]
+    pub fn train_steps(mut self, n: usize) -> Self {
+        self.train_steps = n;
+        self
+    }
+
+    /// Sets `train_samples`.
+    #[must_use]
+    pub fn train_samples(mut self, n: usize) -> Self {
+        self.train_samples = n;
+        self
+    }
+
+    /// Sets `kl_weight`.
+    #[must_use]
+    pub fn kl_weight(mut self, beta: f64) -> Self {
+        self.kl_weight = beta;
+        self
+    }
+
+    /// Sets `reduction`.
+    #[must_use]
+    pub fn reduction(mut self, reduction: Reduction) -> Self {
+        self.reduction = reduction;
+        self
+    }
+
+    /// Sets `standardize`.
+    #[must_use]
+    pub fn standardize(mut self, on: bool) -> Self {
+        self.standardize = on;
+        self
+    }
+}
+
+impl Params for RiskLearnerParams {
+    type Error = SelectError;
+
     /// # Errors
     /// Zero widths/steps/samples, a non-positive learning rate, a negative KL weight.
-    pub fn check(self) -> Result<Self> {
+    fn validate(&self) -> Result<()> {
         for (name, v) in [
             ("r_dim", self.r_dim),
             ("z_dim", self.z_dim),
@@ -114,7 +172,7 @@ impl RiskLearnerParams {
         if !(self.kl_weight.is_finite() && self.kl_weight >= 0.0) {
             return Err(invalid("kl_weight", self.kl_weight, "must be finite and >= 0"));
         }
-        Ok(self)
+        Ok(())
     }
 }
 
@@ -137,7 +195,8 @@ impl RiskLearnerParams {
 /// ```
 /// use rlvr_select::neural::{RiskLearner, RiskLearnerParams};
 /// let mut rng = rl_core::rng_from_seed(0);
-/// let mut learner = RiskLearner::new(2, RiskLearnerParams::default(), 0)?;
+/// use rl_core::Params;
+/// let mut learner = RiskLearner::new(2, RiskLearnerParams::default().check()?, 0)?;
 /// let x = [0.0f32, 0.0, 1.0, 1.0, 2.0, 0.5];
 /// learner.update(&x, &[0.1, 0.5, 0.9], &mut rng)?;
 /// let (mean, std) = learner.predict(&x, 20, &mut rng)?;
@@ -147,7 +206,7 @@ impl RiskLearnerParams {
 #[derive(Debug)]
 pub struct RiskLearner {
     x_dim: usize,
-    params: RiskLearnerParams,
+    params: Valid<RiskLearnerParams>,
     encoder: Dense,
     musigma: Dense,
     decoder: Dense,
@@ -159,7 +218,8 @@ pub struct RiskLearner {
     updates: u64,
 }
 
-/// The saved state of a [`RiskLearner`] (weights, optimiser moments, prior, last batch).
+/// The saved state of a [`RiskLearner`] (weights, optimiser moments, prior, last batch): plain
+/// data, turned back into a learner only by [`RiskLearner::from_state`], which checks it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RiskLearnerState {
     /// Identifier dimension.
@@ -189,9 +249,9 @@ impl RiskLearner {
     /// A learner for `x_dim`-dimensional identifiers, weights drawn from `seed`.
     ///
     /// # Errors
-    /// Invalid parameters or `x_dim == 0`.
-    pub fn new(x_dim: usize, params: RiskLearnerParams, seed: u64) -> Result<Self> {
-        let p = params.check()?;
+    /// `x_dim` outside `1..=2^20`.
+    pub fn new(x_dim: usize, params: Valid<RiskLearnerParams>, seed: u64) -> Result<Self> {
+        let p = *params;
         if x_dim == 0 || x_dim > 1 << 20 {
             return Err(invalid("x_dim", x_dim, "must lie in 1..=2^20"));
         }
@@ -206,7 +266,7 @@ impl RiskLearner {
         let adam = new_adam(p.lr, vars)?;
         Ok(Self {
             x_dim,
-            params: p,
+            params,
             encoder,
             musigma,
             decoder,
@@ -417,7 +477,7 @@ impl RiskLearner {
     pub fn state(&self) -> Result<RiskLearnerState> {
         Ok(RiskLearnerState {
             x_dim: self.x_dim,
-            params: self.params,
+            params: *self.params,
             weights: self.vars().into_iter().map(TensorData::from_tensor).collect::<Result<_>>()?,
             adam: adam_state(&self.adam)?,
             prior_mu: self.prior_mu.clone(),
@@ -431,9 +491,10 @@ impl RiskLearner {
     /// A learner restored from `state`.
     ///
     /// # Errors
-    /// [`SelectError::InvalidState`] on inconsistent shapes or values.
+    /// [`SelectError::InvalidParameter`] for invalid parameters, [`SelectError::InvalidState`]
+    /// on inconsistent shapes or values.
     pub fn from_state(state: &RiskLearnerState) -> Result<Self> {
-        let mut s = Self::new(state.x_dim, state.params, 0)?;
+        let mut s = Self::new(state.x_dim, state.params.check()?, 0)?;
         let z = s.params.z_dim;
         if state.prior_mu.len() != z || state.prior_sigma.len() != z {
             return Err(SelectError::InvalidState(format!("risk learner prior must have z_dim = {z} entries")));

@@ -1,16 +1,18 @@
 //! MPTS: model-predictive task sampling with an upper-confidence-bound acquisition.
 
 use super::learner::{mean_std, RiskLearner, RiskLearnerParams};
-use super::risk::{RiskCore, RiskCoreState, RiskFromRewards};
-use crate::error::{invalid, Result};
+use super::risk::{risk_selector, validate_common, RiskCore, RiskFromRewards, RiskSelectorParams};
+use crate::error::{invalid, Result, SelectError};
 use crate::oracle::RolloutOracle;
-use crate::types::{check_select_args, pack_key, top_b, Candidates, ItemId, Outcome, Prediction, Selection};
+use crate::types::{pack_key, top_b, Candidates, Outcome, Prediction, Selection};
 use crate::Selector;
 use rand::RngCore;
+use rl_core::{Params, Valid};
 use serde::{Deserialize, Serialize};
 
 /// Parameters of [`Mpts`]. `Default` = the reference sinusoid configuration (thu-rllab/MPTS
-/// `sinusoid/main.py`, `trainer_risklearner.py`).
+/// `sinusoid/main.py`, `trainer_risklearner.py`). A config file may give any subset of the
+/// fields; a misspelt field is an error.
 ///
 /// | name | default | reference |
 /// |---|---|---|
@@ -20,9 +22,10 @@ use serde::{Deserialize, Serialize};
 /// | `gamma_std` (`γ1`) | 3 | Meta-RL / DR 5 |
 /// | `random_ratio` | 0 | DR 0.5 (`add_random`, default on), Meta-RL 0.5 with `--add_random` |
 /// | `warmup_steps` | 0 | Meta-RL 50 iterations; DR the first 10% of time steps |
-/// | `risk_from_rewards` | `OneMinusSuccess` | see [`RiskFromRewards`] |
+/// | `risk_from_rewards` | `one_minus_success` | see [`RiskFromRewards`] |
 /// | `seed` | 0 | initial weights and `predict`'s latent draws |
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct MptsParams {
     /// Risk-learner parameters.
     pub learner: RiskLearnerParams,
@@ -80,30 +83,90 @@ impl MptsParams {
         Self { learner: RiskLearnerParams::meta_rl(), warmup_steps: 50, ..Self::domain_randomisation() }
     }
 
+    /// Sets the learner's parameters.
+    #[must_use]
+    pub fn learner(mut self, learner: RiskLearnerParams) -> Self {
+        self.learner = learner;
+        self
+    }
+
+    /// Sets `samples`.
+    #[must_use]
+    pub fn samples(mut self, m: usize) -> Self {
+        self.samples = m;
+        self
+    }
+
+    /// Sets the UCB weights `γ0` (mean) and `γ1` (std).
+    #[must_use]
+    pub fn gammas(mut self, gamma_mean: f64, gamma_std: f64) -> Self {
+        self.gamma_mean = gamma_mean;
+        self.gamma_std = gamma_std;
+        self
+    }
+
+    /// Sets `random_ratio`.
+    #[must_use]
+    pub fn random_ratio(mut self, ratio: f64) -> Self {
+        self.random_ratio = ratio;
+        self
+    }
+
+    /// Sets `warmup_steps`.
+    #[must_use]
+    pub fn warmup_steps(mut self, steps: u64) -> Self {
+        self.warmup_steps = steps;
+        self
+    }
+
+    /// Sets `risk_from_rewards`.
+    #[must_use]
+    pub fn risk_from_rewards(mut self, mode: RiskFromRewards) -> Self {
+        self.risk_from_rewards = mode;
+        self
+    }
+
     /// Sets the seed.
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
         self
     }
+}
 
-    /// Validates the parameters.
-    ///
+impl Params for MptsParams {
+    type Error = SelectError;
+
     /// # Errors
-    /// `samples < 2` (the std of one draw is undefined), non-finite weights, `random_ratio`
-    /// outside `[0, 1]`, invalid learner parameters.
-    pub fn check(self) -> Result<Self> {
-        self.learner.check()?;
+    /// `samples` outside `2..=65536` (the std of one draw is undefined), non-finite weights,
+    /// `random_ratio` outside `[0, 1]`, invalid learner parameters (`learner.<field>`).
+    fn validate(&self) -> Result<()> {
+        validate_common(&self.learner, self.random_ratio)?;
         if self.samples < 2 || self.samples > 1 << 16 {
             return Err(invalid("samples", self.samples, "the UCB needs 2..=65536 latent draws"));
         }
-        if !self.gamma_mean.is_finite() || !self.gamma_std.is_finite() {
-            return Err(invalid("gamma", format!("{}/{}", self.gamma_mean, self.gamma_std), "must be finite"));
+        if !self.gamma_mean.is_finite() {
+            return Err(invalid("gamma_mean", self.gamma_mean, "must be finite"));
         }
-        if !(0.0..=1.0).contains(&self.random_ratio) {
-            return Err(invalid("random_ratio", self.random_ratio, "must lie in [0, 1]"));
+        if !self.gamma_std.is_finite() {
+            return Err(invalid("gamma_std", self.gamma_std, "must be finite"));
         }
-        Ok(self)
+        Ok(())
+    }
+}
+
+impl RiskSelectorParams for MptsParams {
+    fn learner(&self) -> RiskLearnerParams {
+        self.learner
+    }
+    fn random_ratio(&self) -> f64 {
+        self.random_ratio
+    }
+    fn warmup_steps(&self) -> u64 {
+        self.warmup_steps
+    }
+    fn predict_samples(&self) -> usize {
+        self.samples
     }
 }
 
@@ -119,22 +182,17 @@ impl MptsParams {
 /// observe:  one streaming-VI update of the learner on H_t = {(x_τ, ℓ_τ)}
 /// ```
 ///
-/// Features: candidates carry their identifiers ([`Candidates::with_features`]), or a table is
-/// attached ([`Mpts::with_feature_table`]); outcomes may omit them (the features of the latest
-/// selection are remembered). The risk of an outcome is [`Outcome::risk`], or
-/// [`MptsParams::risk_from_rewards`] of its success rate. [`Selector::predict`] returns the
-/// predicted *risk* in [`Prediction::mean`] and its std.
-///
-/// # Errors
-/// Missing or mis-sized features ([`crate::SelectError::Features`]), the common input errors,
-/// libtorch failures ([`crate::SelectError::Nn`]); the state is unchanged on error.
+/// Features, outcomes, predictions, warm-up, errors and saved state: see
+/// [the MPTS/PDTS section of the module docs](super#mpts-and-pdts). [`Selection::scores`] holds
+/// the UCB `a(τ)` of the selected tasks.
 ///
 /// # Example
 /// ```
+/// use rl_core::Params;
 /// use rlvr_select::neural::{Mpts, MptsParams};
 /// use rlvr_select::{Candidates, NoRollouts, Outcome, Selector};
 /// let mut rng = rl_core::rng_from_seed(0);
-/// let mut mpts = Mpts::new(MptsParams::default(), 2)?;
+/// let mut mpts = Mpts::new(MptsParams::default().check()?, 2)?;
 /// let ids: Vec<u64> = (0..32).collect();
 /// let x: Vec<f32> = (0..64).map(|i| (i % 7) as f32 * 0.5).collect();
 /// let sel = mpts.select(0, Candidates::with_features(&ids, &x, 2)?, 16, &mut NoRollouts, &mut rng)?;
@@ -145,125 +203,42 @@ impl MptsParams {
 /// ```
 #[derive(Debug)]
 pub struct Mpts {
-    params: MptsParams,
+    params: Valid<MptsParams>,
     core: RiskCore,
 }
 
-#[derive(Serialize, Deserialize)]
-struct MptsState {
-    params: MptsParams,
-    core: RiskCoreState,
-}
-
 impl Mpts {
-    /// An MPTS selector for `feature_dim`-dimensional identifiers.
-    ///
-    /// # Errors
-    /// Invalid parameters or `feature_dim == 0`.
-    pub fn new(params: MptsParams, feature_dim: usize) -> Result<Self> {
-        let params = params.check()?;
-        Ok(Self { core: RiskCore::new(feature_dim, params.learner, params.seed)?, params })
-    }
-
-    /// Attaches a feature table (row `i` = features of id `i`), used for ids whose features
-    /// are not passed. Not part of the saved state.
-    ///
-    /// # Errors
-    /// A table whose length is not a multiple of the feature dimension, or non-finite values.
-    pub fn with_feature_table(mut self, table: Vec<f32>) -> Result<Self> {
-        self.core.features.set_table(table)?;
-        Ok(self)
-    }
-
-    /// The parameters.
-    pub fn params(&self) -> &MptsParams {
-        &self.params
-    }
-
-    /// The risk learner.
-    pub fn learner(&self) -> &RiskLearner {
-        &self.core.learner
-    }
-
     /// UCB scores `γ0 · mean + γ1 · std` of row-major identifiers over `M` fresh draws.
     ///
     /// # Errors
     /// As [`RiskLearner::sample_risks`].
     pub fn acquisition_scores(&self, features: &[f32], rng: &mut dyn RngCore) -> Result<Vec<f64>> {
-        let draws = self.core.learner.sample_risks(features, self.params.samples, rng)?;
-        let (m, s) = mean_std(&draws, self.params.samples);
-        Ok(m.iter()
-            .zip(&s)
-            .map(|(&m, &s)| self.params.gamma_mean * f64::from(m) + self.params.gamma_std * f64::from(s))
-            .collect())
-    }
-}
-
-/// Positions of `b` uniform picks among `n`, excluding `taken`.
-pub(crate) fn fill_uniform(n: usize, taken: &[usize], b: usize, rng: &mut dyn RngCore) -> Vec<usize> {
-    let mut mask = vec![false; n];
-    for &t in taken {
-        mask[t] = true;
-    }
-    let rest: Vec<usize> = (0..n).filter(|&i| !mask[i]).collect();
-    let b = b.min(rest.len());
-    rand::seq::index::sample(rng, rest.len(), b).into_iter().map(|j| rest[j]).collect()
-}
-
-impl Selector for Mpts {
-    fn name(&self) -> &'static str {
-        "mpts"
+        ucb(&self.core.learner, &self.params, features, rng)
     }
 
-    fn select(
+    fn select_impl(
         &mut self,
         step: u64,
-        candidates: Candidates<'_>,
+        candidates: &Candidates<'_>,
         batch_size: usize,
-        _oracle: &mut dyn RolloutOracle,
         rng: &mut dyn RngCore,
     ) -> Result<Selection> {
-        check_select_args(&candidates, batch_size, &mut self.core.scratch)?;
-        let feats = self.core.features.gather_candidates(&candidates)?;
-        let n = candidates.len();
-        let (chosen, scores): (Vec<usize>, Vec<f64>) = if step < self.params.warmup_steps {
-            (rand::seq::index::sample(rng, n, batch_size).into_vec(), vec![0.0; n])
-        } else {
-            let a = self.acquisition_scores(&feats, rng)?;
-            let n_random = ((self.params.random_ratio * batch_size as f64).round() as usize).min(batch_size);
+        let p = *self.params;
+        let ids = candidates.ids();
+        self.core.select_with(&p, step, candidates, batch_size, rng, |core, feats, b, rng| {
+            let a = ucb(&core.learner, &p, feats, rng)?;
             let salt = rng.next_u64();
-            let ids = candidates.ids();
-            let mut chosen = top_b(n, batch_size - n_random, |p| pack_key(a[p] as f32, ids[p], salt));
-            let fill = fill_uniform(n, &chosen, n_random, rng);
-            chosen.extend(fill);
-            (chosen, a)
-        };
-        let ids: Vec<ItemId> = chosen.iter().map(|&p| candidates.ids()[p]).collect();
-        self.core.features.remember(candidates.ids(), &feats, &chosen);
-        Ok(Selection { scores: chosen.iter().map(|&p| scores[p]).collect(), ids, ..Selection::default() })
-    }
-
-    fn observe(&mut self, _step: u64, outcomes: &[Outcome], rng: &mut dyn RngCore) -> Result<()> {
-        self.core.observe(outcomes, self.params.risk_from_rewards, rng)
-    }
-
-    fn predict(&self, candidates: Candidates<'_>) -> Result<Option<Vec<Prediction>>> {
-        self.core.predict(&candidates, self.params.samples, self.params.seed).map(Some)
-    }
-
-    fn save_state(&self) -> Result<serde_json::Value> {
-        Ok(serde_json::to_value(MptsState { params: self.params, core: self.core.state()? })?)
-    }
-
-    fn load_state(&mut self, state: &serde_json::Value) -> Result<()> {
-        let s: MptsState = serde_json::from_value(state.clone())?;
-        let params = s.params.check()?;
-        if s.core.learner.params != params.learner {
-            return Err(crate::SelectError::InvalidState("learner parameters differ from the MPTS parameters".into()));
-        }
-        let core = self.core.restore(s.core)?;
-        self.params = params;
-        self.core = core;
-        Ok(())
+            let chosen = top_b(a.len(), b, |q| pack_key(a[q] as f32, ids[q], salt));
+            Ok((chosen, a))
+        })
     }
 }
+
+/// `γ0 · mean + γ1 · std` over `M` latent draws.
+fn ucb(learner: &RiskLearner, p: &MptsParams, features: &[f32], rng: &mut dyn RngCore) -> Result<Vec<f64>> {
+    let draws = learner.sample_risks(features, p.samples, rng)?;
+    let (m, s) = mean_std(&draws, p.samples);
+    Ok(m.iter().zip(&s).map(|(&m, &s)| p.gamma_mean * f64::from(m) + p.gamma_std * f64::from(s)).collect())
+}
+
+risk_selector!(Mpts, MptsParams, "mpts", "MPTS");

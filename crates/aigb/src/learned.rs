@@ -1,0 +1,260 @@
+//! Learned bidders trained on logged trajectories (feature `tch`): behaviour cloning
+//! ([`BcTrainer`]), as AuctionNet's BC baseline (`strategy_train_env/bidding_train_env/baseline/bc`).
+//!
+//! ```text
+//! minimise  E_(s,a)~D [ (π_θ(norm(s)) − a')² ],   a' = clip(a / CPA (cpa_relative) or a, 0, max_target)
+//! ```
+//!
+//! over the valid steps of the dataset (up to each trajectory's first `done`). The trained
+//! network is exported as an [`MlpPolicy`] (plain Rust), so the bidder runs without libtorch.
+//!
+//! Not here yet: the decision transformer and IQL baselines of the issue (IQL waits for the
+//! `offline-rl` crate); see `docs/aigb.md`.
+
+use serde::{Deserialize, Serialize};
+use tch::{nn::VarStore, Device, Kind, Tensor};
+
+use crate::bidder::STATE_DIM;
+use crate::dataset::TrajectoryDataset;
+use crate::error::{check_positive, AigbError, Result};
+use crate::policy::{Dense, MlpPolicy, StateNorm};
+use rl_core::Params;
+use rl_nn::optim::{Adam, AdamParams};
+use rl_nn::{Activation, Mlp, MlpConfig};
+
+/// Parameters of [`BcTrainer`] (AuctionNet's BC: 16 → 128 → 128 → 1, ReLU, Adam 1e-4,
+/// batch 100, 20 000 steps).
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `hidden` | [128, 128] | hidden widths | each ≥ 1 |
+/// | `lr` | 1e-4 | Adam step size | > 0 |
+/// | `batch_size` | 100 | steps per batch | ≥ 1 |
+/// | `cpa_relative` | true | regress `α / CPA` (our choice: the state has no CPA; AuctionNet regresses `α`) | |
+/// | `max_target` | 10 | targets clipped to `[0, max_target]` (our choice: pacing bidders that win nothing raise α by 1.2 per tick, giving heavy-tailed logged actions) | > 0 |
+/// | `seed` | 0 | initialisation and batch sampling | any |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BcParams {
+    /// Hidden widths.
+    pub hidden: Vec<i64>,
+    /// Learning rate.
+    pub lr: f64,
+    /// Batch size.
+    pub batch_size: usize,
+    /// Regress α / CPA.
+    pub cpa_relative: bool,
+    /// Target clip.
+    pub max_target: f64,
+    /// Seed.
+    pub seed: u64,
+}
+
+impl Default for BcParams {
+    fn default() -> Self {
+        Self { hidden: vec![128, 128], lr: 1e-4, batch_size: 100, cpa_relative: true, max_target: 10.0, seed: 0 }
+    }
+}
+
+crate::traffic::setters!(BcParams { hidden: Vec<i64>, lr: f64, batch_size: usize, cpa_relative: bool, max_target: f64, seed: u64 });
+
+impl rl_core::Params for BcParams {
+    type Error = AigbError;
+    fn validate(&self) -> Result<()> {
+        if let Some((i, h)) = self.hidden.iter().enumerate().find(|(_, h)| **h < 1) {
+            return Err(AigbError::invalid(format!("hidden[{i}]"), h, "must be >= 1"));
+        }
+        check_positive("lr", self.lr)?;
+        check_positive("max_target", self.max_target)?;
+        if self.batch_size == 0 {
+            return Err(AigbError::invalid("batch_size", 0, "must be >= 1"));
+        }
+        Ok(())
+    }
+}
+
+/// Behaviour cloning of the logged bid coefficient (CPU).
+#[derive(Debug)]
+pub struct BcTrainer {
+    params: rl_core::Valid<BcParams>,
+    vs: VarStore,
+    net: Mlp,
+    opt: Adam,
+    norm: StateNorm,
+    states: Vec<f32>,
+    targets: Vec<f32>,
+    rng: rl_core::SeededRng,
+    steps: u64,
+}
+
+impl BcTrainer {
+    /// A trainer on the valid steps of `data` (state standardisation fitted on them).
+    ///
+    /// # Errors
+    /// [`AigbError::Empty`] without valid steps; network construction errors.
+    pub fn new(params: rl_core::Valid<BcParams>, data: &TrajectoryDataset) -> Result<Self> {
+        let mut raw: Vec<[f32; STATE_DIM]> = Vec::new();
+        let mut targets = Vec::new();
+        for tr in &data.trajectories {
+            for s in &tr.steps[..tr.active_len()] {
+                raw.push(s.state);
+                let a = if params.cpa_relative { s.action / tr.cpa } else { s.action };
+                targets.push(a.clamp(0.0, params.max_target) as f32);
+            }
+        }
+        let norm = StateNorm::fit(&raw)?;
+        let states: Vec<f32> = raw.iter().flat_map(|s| norm.apply(s)).collect();
+        let mut rng = rl_core::rng_from_seed(rl_core::derive_seed_named(params.seed, "bc"));
+        let vs = VarStore::new(Device::Cpu);
+        let cfg = MlpConfig::new(params.hidden.clone()).activation(Activation::Relu).check()?;
+        let net = Mlp::new(&vs.root(), STATE_DIM as i64, 1, &cfg, &mut rng)?;
+        let opt = Adam::for_var_store(AdamParams::default().lr(params.lr).check()?, &vs)?;
+        Ok(Self { params, vs, net, opt, norm, states, targets, rng, steps: 0 })
+    }
+
+    /// Training examples.
+    pub fn len(&self) -> usize {
+        self.targets.len()
+    }
+
+    /// Whether there is no example (never, after `new`).
+    pub fn is_empty(&self) -> bool {
+        self.targets.is_empty()
+    }
+
+    /// Runs `steps` Adam steps on random batches; `on_step(step, loss)` sees each loss.
+    ///
+    /// # Errors
+    /// libtorch failures.
+    pub fn train(&mut self, steps: usize, on_step: &mut dyn FnMut(u64, f64)) -> Result<f64> {
+        use rand::Rng;
+        let b = self.params.batch_size;
+        let n = self.targets.len();
+        let mut xs = vec![0.0f32; b * STATE_DIM];
+        let mut ys = vec![0.0f32; b];
+        let mut last = f64::NAN;
+        for _ in 0..steps {
+            for j in 0..b {
+                let i = self.rng.random_range(0..n);
+                xs[j * STATE_DIM..(j + 1) * STATE_DIM]
+                    .copy_from_slice(&self.states[i * STATE_DIM..(i + 1) * STATE_DIM]);
+                ys[j] = self.targets[i];
+            }
+            let x = Tensor::from_slice(&xs).f_reshape([b as i64, STATE_DIM as i64])?;
+            let y = Tensor::from_slice(&ys).f_reshape([b as i64, 1])?;
+            let pred = self.net.f_forward(&x)?;
+            let loss = (pred - y).f_square()?.f_mean(Kind::Float)?;
+            self.opt.backward_step(&loss)?;
+            last = loss.f_double_value(&[])?;
+            self.steps += 1;
+            on_step(self.steps, last);
+        }
+        Ok(last)
+    }
+
+    /// Mean squared error over all examples (in the regressed units).
+    ///
+    /// # Errors
+    /// libtorch failures.
+    pub fn mse(&self) -> Result<f64> {
+        let n = self.targets.len() as i64;
+        let x = Tensor::from_slice(&self.states).f_reshape([n, STATE_DIM as i64])?;
+        let y = Tensor::from_slice(&self.targets).f_reshape([n, 1])?;
+        let pred = tch::no_grad(|| self.net.f_forward(&x))?;
+        Ok((pred - y).f_square()?.f_mean(Kind::Float)?.f_double_value(&[])?)
+    }
+
+    /// Exports the network as a plain-Rust policy named `name`.
+    ///
+    /// # Errors
+    /// A missing variable; libtorch failures.
+    pub fn policy(&self, name: &str) -> Result<MlpPolicy> {
+        let vars = self.vs.variables();
+        let mut layers = Vec::new();
+        for i in 0..=self.params.hidden.len() {
+            let get = |k: &str| -> Result<Tensor> {
+                vars.get(&format!("{i}.{k}"))
+                    .map(|t| t.shallow_clone())
+                    .ok_or_else(|| AigbError::NotReady(format!("BC variable {i}.{k} missing")))
+            };
+            let (w, bias) = (get("weight")?, get("bias")?);
+            let size = w.size();
+            let (output, input) = (size[0] as usize, size[1] as usize);
+            let weight: Vec<f32> = Vec::<f32>::try_from(w.f_contiguous()?.f_view([-1])?)?;
+            let bias: Vec<f32> = Vec::<f32>::try_from(bias.f_contiguous()?)?;
+            layers.push(Dense { input, output, weight, bias });
+        }
+        let p = MlpPolicy {
+            norm: self.norm.clone(),
+            layers,
+            cpa_relative: self.params.cpa_relative,
+            name: name.to_owned(),
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dataset::{Step, Trajectory};
+
+    /// A dataset whose action is a known function of the state: α / CPA = 0.5 + budget_left.
+    fn toy() -> TrajectoryDataset {
+        let mut ds = TrajectoryDataset::default();
+        for k in 0..40 {
+            let steps = (0..48)
+                .map(|t| {
+                    let mut state = [0.0f32; STATE_DIM];
+                    state[0] = (48 - t) as f32 / 48.0;
+                    state[1] = ((k * 7 + t * 3) % 48) as f32 / 48.0;
+                    Step {
+                        tick: t,
+                        remaining_budget: 1.0,
+                        state,
+                        action: 80.0 * (0.5 + f64::from(state[1])),
+                        reward: 0.0,
+                        reward_continuous: 0.0,
+                        cost: 0.0,
+                        wins: 0,
+                        exposures: 0,
+                        num_pv: 10,
+                        done: t == 47,
+                    }
+                })
+                .collect();
+            ds.trajectories.push(Trajectory {
+                period: 0,
+                advertiser: k,
+                category: 0,
+                budget: 1.0,
+                cpa: 80.0,
+                bidder: "toy".into(),
+                steps,
+            });
+        }
+        ds
+    }
+
+    #[test]
+    fn bc_fits_a_known_policy_and_exports_it() {
+        tch::set_num_threads(1); // a tiny network: thread hand-offs cost more than they save
+        let ds = toy();
+        let mut bc = BcTrainer::new(BcParams::default().lr(3e-3).hidden(vec![32, 32]).check().unwrap(), &ds).unwrap();
+        let before = bc.mse().unwrap();
+        bc.train(300, &mut |_, _| {}).unwrap();
+        let after = bc.mse().unwrap();
+        assert!(after < 0.05 * before && after < 2e-3, "{before} -> {after}");
+        let pol = bc.policy("bc").unwrap();
+        let s = ds.trajectories[3].steps[5].state;
+        let a = pol.alpha(&s, 80.0);
+        assert!((a - ds.trajectories[3].steps[5].action).abs() < 4.0, "{a}");
+        // same seed, same weights
+        let mut bc2 = BcTrainer::new(BcParams::default().lr(3e-3).hidden(vec![32, 32]).check().unwrap(), &ds).unwrap();
+        bc2.train(300, &mut |_, _| {}).unwrap();
+        assert_eq!(bc2.policy("bc").unwrap(), pol);
+        assert!(BcParams::default().batch_size(0).check().is_err());
+        assert!(BcTrainer::new(BcParams::default().check().unwrap(), &TrajectoryDataset::default()).is_err());
+    }
+}
