@@ -960,7 +960,7 @@ mod tests {
         assert_eq!((b.report.stale_inputs, b.report.stale_evicted, b.report.fresh, b.report.replayed), (0, 0, 1, 1));
         assert!(matches!(b.groups[1].origin(), Origin::Replayed { age: 1, .. }));
         assert_eq!(edge.len(), 1); // the replayed group was used up; the input of version 0 stored
-        // a kept stale input is Unfilled without a reason
+                                   // a kept stale input is Unfilled without a reason
         let mut keep =
             GroupReplayBuffer::new(ReplayParams::new(2).max_age(0).shortfall(Shortfall::KeepIneffective).check()?)?;
         let b = keep.fill(vec![group(4, 0, &EFF)?], 1)?;
@@ -1118,7 +1118,8 @@ mod tests {
         assert!(buf.is_empty() && buf.last_version().is_none() && buf.last_report().is_none());
         assert_eq!((buf.step(), buf.bytes(), buf.raw_bytes(), buf.age_stats()), (0, 0, 0, (0.0, 0)));
         let b = buf.fill(vec![], 0)?;
-        assert!(b.is_empty() && b.len() == 0 && b.fill_ratio() == 1.0);
+        assert!(b.is_empty() && b.groups.is_empty() && b.fill_ratio() == 1.0);
+        assert_eq!(b.len(), 0);
         let g0 = group(0, 0, &EFF)?;
         let g1 = group(1, 1, &[1.0, 0.5])?;
         let b = buf.fill(vec![g0, g1], 1)?;
