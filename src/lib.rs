@@ -22,10 +22,10 @@
 //! See the README for the crate map and `docs/` for the guide.
 #![deny(missing_docs)]
 
-#[cfg(feature = "lare")]
-pub use lare;
 #[cfg(feature = "aigb")]
 pub use aigb;
+#[cfg(feature = "lare")]
+pub use lare;
 pub use rl_core as core;
 #[cfg(feature = "rl-envs")]
 pub use rl_envs;
