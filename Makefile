@@ -52,6 +52,15 @@ test-examples: provision
 		--cache crates/lare/llm_cache --out target/lare-tiny/pendulum_encoder.json
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
+	@# an interrupted run resumed from its checkpoint ends with the uninterrupted run's digest
+	@rm -rf target/rlvr-demo-resume && mkdir -p target/rlvr-demo-resume
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --eval-every 10 --steps 20 \
+		--out target/rlvr-demo-resume/full | grep 'run digest' > target/rlvr-demo-resume/full.txt
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --eval-every 10 --steps 10 \
+		--out target/rlvr-demo-resume/part > /dev/null
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --resume target/rlvr-demo-resume/part --steps 20 \
+		| grep 'run digest' > target/rlvr-demo-resume/part.txt
+	cmp target/rlvr-demo-resume/full.txt target/rlvr-demo-resume/part.txt
 	$(CARGO) run --quiet --features full --example aigb_simulate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-simulate-tiny
 	$(CARGO) run --quiet --features full --example aigb_generate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-generate-tiny
 	$(CARGO) run --quiet --features full --example aigb_train -- --quiet --data target/aigb-generate-tiny/trajectories.csv --steps 50 --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-train-tiny
