@@ -23,10 +23,10 @@
 //! See the README for the crate map and `docs/` for the guide.
 #![deny(missing_docs)]
 
-#[cfg(feature = "lare")]
-pub use lare;
 #[cfg(feature = "aigb")]
 pub use aigb;
+#[cfg(feature = "lare")]
+pub use lare;
 #[cfg(feature = "offline-rl")]
 pub use offline_rl;
 pub use rl_core as core;
