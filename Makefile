@@ -105,6 +105,7 @@ MUTANTS_FILES_rlvr-replay = -f 'crates/rlvr-replay/src/*.rs' -e 'crates/rlvr-rep
 MUTANTS_OPTS_rlvr-replay = --no-default-features
 mutants: provision
 	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
+	@mkdir -p target/mutants
 	@$(foreach c,$(MUTANTS_CRATES),$(foreach k,$(MUTANTS_SHARD_LIST),\
 		echo "== cargo mutants $(c) shard $(k)/$(MUTANTS_SHARDS)"; \
 		LIBTORCH="$(CURDIR)/.libtorch" nice -n 10 $(CARGO) mutants --package $(c) $(MUTANTS_FILES_$(c)) \
