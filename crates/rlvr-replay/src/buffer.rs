@@ -1072,6 +1072,9 @@ mod tests {
         let b = buf.fill((0..3).map(|p| group(p, 0, &EFF)).collect::<Result<_>>()?, 0)?;
         assert_eq!((buf.len(), buf.bytes(), b.report.capacity_evicted), (2, 2 * one, 1));
         assert_eq!(buf.iter().map(|s| s.group.prompt_id()).collect::<Vec<_>>(), vec![2, 1]);
+        // the totals add the evictions of every step: 1, then 2 more
+        buf.fill((3..5).map(|p| group(p, 1, &EFF)).collect::<Result<_>>()?, 1)?;
+        assert_eq!((buf.totals().capacity_evicted, buf.totals().stored), (3, 5));
         let mut tiny = GroupReplayBuffer::new(ReplayParams::new(2).capacity_bytes(one - 1).check()?)?;
         let b = tiny.fill(vec![group(0, 0, &EFF)?], 0)?;
         assert_eq!((b.report.rejected_oversize, b.report.stored, tiny.totals().rejected_oversize), (1, 0, 1));
