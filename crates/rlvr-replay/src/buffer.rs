@@ -1154,6 +1154,24 @@ mod tests {
     }
 
     #[test]
+    fn proportional_sampling_favours_the_heavier_group() -> Result<()> {
+        // AdvantageStd weights: equal |advantage| sums, reward std 70.7 vs 0.707, so the first
+        // group should be drawn with probability 100/101 (Efraimidis–Spirakis, one draw)
+        let p = ReplayParams::new(2).priority(Priority::AdvantageStd).sampling(Sampling::Proportional);
+        let mut buf = GroupReplayBuffer::new(p.check()?)?;
+        buf.fill(vec![group(0, 0, &[100.0, 0.0])?, group(1, 0, &[1.0, 0.0])?], 0)?;
+        assert_eq!(buf.len(), 2);
+        let heavy = (0..200u64)
+            .filter(|&s| {
+                let chosen = buf.choose(1, 0, None, &mut rng_from_seed(s)).unwrap_or_default();
+                chosen.first().map(|&i| buf.entries[i].group.prompt_id()) == Some(0)
+            })
+            .count();
+        assert!(heavy >= 185, "heavy group drawn {heavy} times of 200");
+        Ok(())
+    }
+
+    #[test]
     fn checkpoint_round_trip_and_metrics() -> anyhow::Result<()> {
         let p = ReplayParams::new(2).priority(Priority::AdvantageStd).sampling(Sampling::Proportional).max_replays(2);
         let mut buf = GroupReplayBuffer::new(p.check()?)?;
