@@ -620,6 +620,23 @@ mod tests {
     }
 
     #[test]
+    fn byte_counts_add_every_array() -> Result<()> {
+        // 6 tokens, 3 prompt tokens, K = 2 rewards, advantages and outcomes, a flat mask
+        let mut f = flat(2, 3);
+        f.mask = vec![true; 6];
+        let g = Group::from_flat(1, 2, f)?
+            .with_prompt_tokens(vec![5, 6, 7])
+            .with_advantages(vec![1.0, -1.0])?
+            .with_outcomes(vec![true, false])?;
+        let raw = 4 * 6 + 4 * 6 + 6 + 4 * 3 + 4 * 2 + 4 * 2 + 2;
+        assert_eq!(g.raw_bytes(), raw);
+        assert_eq!(g.stored_bytes(), std::mem::size_of::<Group>() + raw + 4 * 3);
+        // arrays at exact capacity: the struct, the raw bytes and the 3 offsets
+        assert_eq!(g.heap_bytes(), std::mem::size_of::<Group>() + raw + 4 * 3);
+        Ok(())
+    }
+
+    #[test]
     fn memory_is_close_to_raw() -> Result<()> {
         let g = Group::from_flat(1, 2, flat(8, 1024))?;
         let raw = g.raw_bytes() as f64;
