@@ -131,7 +131,7 @@ impl Task {
     /// environment errors (e.g. MuJoCo not provisioned).
     pub fn make(&self) -> Result<TaskEnv> {
         match self {
-            Task::Pendulum => Ok(TaskEnv::Pendulum(Pendulum::new(PendulumParams::default().check()?)?)),
+            Task::Pendulum => Ok(TaskEnv::Pendulum(Box::new(Pendulum::new(PendulumParams::default().check()?)?))),
             Task::PointMazeUmaze | Task::PointMazeOpen | Task::Maze2dUmaze | Task::Maze2dMedium | Task::Maze2dLarge => {
                 let p = self
                     .maze_params()
@@ -184,7 +184,7 @@ impl std::fmt::Display for Task {
 #[derive(Debug)]
 pub enum TaskEnv {
     /// Pendulum-v1.
-    Pendulum(Pendulum),
+    Pendulum(Box<Pendulum>),
     /// A point maze.
     Maze(Box<PointMaze>),
     /// MuJoCo locomotion.

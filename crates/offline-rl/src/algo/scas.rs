@@ -630,8 +630,8 @@ mod tests {
         let pi = n.actor.forward(b.obs()).unwrap();
         let q = f(&n.critic.forward(b.obs(), &pi).unwrap()); // [4 critics, 4]
         let qn = f(&n.critic.forward(b.next_obs(), &n.actor.forward(b.next_obs()).unwrap()).unwrap());
-        let mut want_w = vec![0.0; 4];
-        let mut mins = vec![0.0; 4];
+        let mut want_w = [0.0; 4];
+        let mut mins = [0.0; 4];
         for i in 0..4 {
             let col: Vec<f64> = (0..4).map(|e| q[e * 4 + i]).collect();
             let coln: Vec<f64> = (0..4).map(|e| qn[e * 4 + i]).collect();
@@ -644,8 +644,8 @@ mod tests {
         let pred = f(&s.predict(&s_hat, &pi).unwrap());
         let next = f(b.next_obs());
         let want_sr: f64 = (0..8).map(|j| want_w[j / 2] * (pred[j] - next[j]).powi(2)).sum::<f64>() / 8.0;
-        for i in 0..4 {
-            assert!((f(&w)[i] - want_w[i]).abs() < 1e-4 * want_w[i].max(1.0));
+        for (got, want) in f(&w).iter().zip(want_w) {
+            assert!((got - want).abs() < 1e-4 * want.max(1.0));
         }
         assert!((f(&maxq)[0] - want_maxq).abs() < 1e-5);
         assert!((f(&sr)[0] - want_sr).abs() < 1e-5);
