@@ -445,7 +445,7 @@ impl TrainerBuilder {
             }
             cfg.model = lm.config().clone();
         }
-        cfg.check()?;
+        cfg.validate()?;
         let tasks = match tasks {
             Some(t) => t,
             None => TaskSet::new(&cfg.task)?,
@@ -1105,7 +1105,9 @@ fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector 
     let window = |r: usize| EpochWindow::new(n, r);
     Ok(match &cfg.selector {
         SelectorConfig::Uniform => (Box::new(Uniform::new()), window(1)?),
-        SelectorConfig::HistoryResampling { params } => (Box::new(HistoryResampling::new((*params).check()?)?), window(1)?),
+        SelectorConfig::HistoryResampling { params } => {
+            (Box::new(HistoryResampling::new((*params).check()?)?), window(1)?)
+        }
         sel @ (SelectorConfig::DynamicSampling { .. } | SelectorConfig::OnlineDifficulty { .. }) => {
             let params =
                 sel.filter_params(k).ok_or_else(|| crate::error::invalid("selector", "filter", "no filter"))?;
@@ -1133,9 +1135,10 @@ fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector 
             let pdts = Pdts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(pdts), window(ratio)?.with_features(table, *embed_dim)?)
         }
-        SelectorConfig::Drm { risk_from_rewards } => {
-            (Box::new(Drm::new(DrmParams { group_size: k, risk_from_rewards: *risk_from_rewards }.check()?)?), window(ratio)?)
-        }
+        SelectorConfig::Drm { risk_from_rewards } => (
+            Box::new(Drm::new(DrmParams { group_size: k, risk_from_rewards: *risk_from_rewards }.check()?)?),
+            window(ratio)?,
+        ),
         SelectorConfig::Gdrm { params } => (Box::new(Gdrm::new((*params).check()?)?), window(1)?),
     })
 }
