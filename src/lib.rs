@@ -15,6 +15,7 @@
 //! | `rlvr-train` | [`rlvr_train`] | the end-to-end RLVR loop: warm start, group rollouts, selection, POPO replay, any loss, held-out pass@k |
 //! | `rl-envs` | [`rl_envs`] | environments matched to gymnasium step for step (classic control, point mazes, particle worlds) and wrappers (tch-free) |
 //! | `lare` | [`lare`] | LaRe credit assignment (latent-reward encoders as sandboxed scripts, offline-replayable LLM pipeline, reward decoders) with the RD, RRD, IRCR baselines |
+//! | `rl-agents` | [`rl_agents`] | online SAC, TD3 and PPO with published defaults, replay buffer, fused critic ensembles, training loop, evaluation |
 //! | `mujoco` | [`rl_envs`] | adds MuJoCo locomotion (Hopper, HalfCheetah, Walker2d, Ant) and the MuJoCo point maze (needs `make provision-mujoco`) |
 //! | `aigb` (`aigb-tch` for the learned bidders) | [`aigb`] | auto-bidding: AuctionNet-faithful auction simulator, PID/OnlineLP/fixed-CPA bidders, logged trajectories, held-out evaluation |
 //! | `full` | | all of the above except `mujoco` |
@@ -27,6 +28,8 @@ pub use lare;
 #[cfg(feature = "aigb")]
 pub use aigb;
 pub use rl_core as core;
+#[cfg(feature = "rl-agents")]
+pub use rl_agents;
 #[cfg(feature = "rl-envs")]
 pub use rl_envs;
 #[cfg(feature = "rl-lm")]
