@@ -39,7 +39,7 @@ test: provision provision-mujoco
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
-test-examples: provision
+test-examples: provision provision-mujoco
 	$(CARGO) run --quiet --features full --example mlp_fit -- --steps 60 --points 64
 	$(CARGO) run --quiet --features full --example rlvr_losses
 	$(CARGO) run --quiet --features full --example popo_replay -- 6
@@ -48,10 +48,24 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example select_neural -- --n-prompts 200 --steps 20
 	$(CARGO) run --quiet --features full --example embed_trainer
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny
+	$(CARGO) run --quiet --features full --example sac_pendulum -- --steps 400 --random-steps 200 --hidden 16 --eval-every 200 --quiet --out target/sac-pendulum-tiny
+	$(CARGO) run --quiet --features full --example ppo_cartpole -- --steps 1024 --eval-every 512 --quiet --out target/ppo-cartpole-tiny
+	$(CARGO) run --quiet --features full --example agents_speed -- --seconds 0.05 --hidden 16,16 --batch 32
+	$(CARGO) run --quiet --features full --example robust_dr -- --iters 3 --seeds 1 --batch 2 --hidden 16 --test-grid 2 --eval-every 3 --out target/robust-dr-tiny
+	$(CARGO) run --quiet --features full,mujoco --example hopper -- --steps 300 --random-steps 200 --hidden 16 --eval-every 300 --checkpoint-every 300 --quiet --out target/hopper-tiny
 	$(CARGO) run --quiet --features full --example lare_generate -- --task pendulum --mode replay --model hand-written --n-candidates 1 \
 		--cache crates/lare/llm_cache --out target/lare-tiny/pendulum_encoder.json
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
+	@# an interrupted run resumed from its checkpoint ends with the uninterrupted run's digest
+	@rm -rf target/rlvr-demo-resume && mkdir -p target/rlvr-demo-resume
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --eval-every 10 --steps 20 \
+		--out target/rlvr-demo-resume/full | grep 'run digest' > target/rlvr-demo-resume/full.txt
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --eval-every 10 --steps 10 \
+		--out target/rlvr-demo-resume/part > /dev/null
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --resume target/rlvr-demo-resume/part --steps 20 \
+		| grep 'run digest' > target/rlvr-demo-resume/part.txt
+	cmp target/rlvr-demo-resume/full.txt target/rlvr-demo-resume/part.txt
 	$(CARGO) run --quiet --features full --example aigb_simulate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-simulate-tiny
 	$(CARGO) run --quiet --features full --example aigb_generate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-generate-tiny
 	$(CARGO) run --quiet --features full --example aigb_train -- --quiet --data target/aigb-generate-tiny/trajectories.csv --steps 50 --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-train-tiny

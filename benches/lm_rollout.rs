@@ -23,9 +23,8 @@ const PROMPT_LEN: usize = 8;
 
 fn rollout(c: &mut Criterion) {
     let device = rl_nn::default_device().unwrap_or(tch::Device::Cpu);
-    rl_nn::seed_torch(0);
     let cfg = LmConfig::new(24, 160).d_model(128).n_layers(4).n_heads(4).d_ff(512);
-    let lm = match TransformerLm::new(&cfg, device) {
+    let lm = match TransformerLm::new(&cfg, device, &mut rl_core::rng_from_seed(0)) {
         Ok(lm) => lm,
         Err(e) => {
             eprintln!("cannot build the model: {e}");

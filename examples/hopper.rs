@@ -93,7 +93,13 @@ fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path
     );
     let curve = support::eval_curve(&args.algo, &out.join("metrics.jsonl"))?;
     println!("first eval >= 1000 at step {:?}", support::steps_to(&curve, 1000.0));
-    support::plot(&out.join("curve.svg"), &format!("{} on Hopper-v4", args.algo.to_uppercase()), "eval return", &[curve], Some(1000.0))?;
+    support::plot(
+        &out.join("curve.svg"),
+        &format!("{} on Hopper-v4", args.algo.to_uppercase()),
+        "eval return",
+        &[curve],
+        Some(1000.0),
+    )?;
     Ok(())
 }
 

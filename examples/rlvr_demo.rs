@@ -13,6 +13,7 @@
 //!
 //! Outputs go to `--out` (default `target/rlvr-demo/`): `config.toml`, `metrics.jsonl`,
 //! `eval.jsonl`, `summary.json`, `accuracy.svg`.
+use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -37,6 +38,14 @@ struct Args {
     /// Output folder.
     #[arg(long, default_value = "target/rlvr-demo")]
     out: PathBuf,
+    /// Continue the run whose output folder is DIR from its checkpoint (`DIR/checkpoint`,
+    /// written after the warm start, at evaluations and at the end): its config, its logs, the
+    /// same end as without the interruption. Only --steps and --budget may change (to extend).
+    #[arg(long, value_name = "DIR")]
+    resume: Option<PathBuf>,
+    /// Write the checkpoint every N steps (at evaluation steps; 0: at every evaluation).
+    #[arg(long, default_value_t = 0)]
+    checkpoint_every: usize,
     /// Seed.
     #[arg(long)]
     seed: Option<u64>,
@@ -46,7 +55,7 @@ struct Args {
     /// Stop after this many rollouts.
     #[arg(long)]
     budget: Option<u64>,
-    /// Selector: uniform, ds, mopps, dps, gps.
+    /// Selector: uniform, hr, ds, odf, mopps, dps, gps, mpts, pdts, drm, gdrm.
     #[arg(long)]
     selector: Option<String>,
     /// Turn POPO replay off.
@@ -102,14 +111,8 @@ struct Args {
 }
 
 fn selector_from_name(name: &str) -> Result<SelectorConfig> {
-    Ok(match name {
-        "uniform" => SelectorConfig::Uniform,
-        "ds" | "dynamic_sampling" => SelectorConfig::DynamicSampling { max_gen_batches: 10 },
-        "mopps" => SelectorConfig::Mopps { params: MoppsParams::default() },
-        "dps" => SelectorConfig::Dps { params: DpsParams::default() },
-        "gps" => SelectorConfig::Gps { params: GpsParams::default(), embed_dim: 32 },
-        other => bail!("unknown selector {other:?} (uniform, ds, mopps, dps, gps)"),
-    })
+    SelectorConfig::from_short_name(name)
+        .with_context(|| format!("unknown selector {name:?} ({})", SelectorConfig::SHORT_NAMES.join(", ")))
 }
 
 fn loss_from_name(name: &str) -> Result<PolicyLoss> {
@@ -176,43 +179,121 @@ fn bar(quiet: bool, len: u64, what: &str) -> ProgressBar {
     pb
 }
 
-/// One full run (warm start + RL) with logs under `out`.
-fn run_one(cfg: RunConfig, out: &Path, quiet: bool, save_warm_start: Option<&Path>) -> Result<RunSummary> {
+/// Keeps the JSONL lines of `path` whose `step` passes `keep` (a resumed run drops what was
+/// logged after its checkpoint, so the logs read as one uninterrupted run).
+fn truncate_jsonl(path: &Path, keep: impl Fn(u64) -> bool) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let mut out = String::new();
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line).with_context(|| format!("reading {}", path.display()))?;
+        if v.get("step").and_then(serde_json::Value::as_u64).is_some_and(&keep) {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    std::fs::write(path, out)?;
+    Ok(())
+}
+
+/// FNV-1a over every logged step metric and evaluation of a run folder, wall times excluded:
+/// an interrupted and resumed run prints the same digest as the uninterrupted one.
+fn run_digest(out: &Path) -> Result<u64> {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut eat = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= u64::from(*b);
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    for file in ["metrics.jsonl", "eval.jsonl"] {
+        let text = std::fs::read_to_string(out.join(file))?;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line)?;
+            let Some(obj) = v.as_object() else { continue };
+            let mut keys: Vec<&String> = obj.keys().filter(|k| !k.starts_with("time/")).collect();
+            keys.sort();
+            for k in keys {
+                eat(k.as_bytes());
+                eat(&obj[k].as_f64().map_or(u64::MAX, f64::to_bits).to_le_bytes());
+            }
+        }
+    }
+    Ok(h)
+}
+
+/// Where a run keeps its checkpoint.
+fn checkpoint_dir(out: &Path) -> PathBuf {
+    out.join("checkpoint")
+}
+
+/// One full run (warm start + RL) with logs under `out`, or (`resume`) the rest of the run
+/// whose checkpoint is in `out`. A checkpoint is written after the warm start, at every
+/// `checkpoint_every`-th step that is an evaluation step, and at the end.
+fn run_one(
+    cfg: RunConfig,
+    out: &Path,
+    quiet: bool,
+    save_warm_start: Option<&Path>,
+    resume: bool,
+    checkpoint_every: usize,
+) -> Result<RunSummary> {
     std::fs::create_dir_all(out)?;
-    std::fs::write(out.join("config.toml"), cfg.to_toml()?)?;
     let mut trainer = Trainer::new(cfg.clone())?;
-    if cfg.sft.init_checkpoint.is_none() && cfg.sft.steps > 0 {
-        let pb = bar(quiet, cfg.sft.steps as u64, "warm start");
-        let t0 = Instant::now();
-        let nll = trainer.warm_start(&mut |_, loss| {
-            pb.set_message(format!("nll {loss:.3}"));
-            pb.inc(1);
-        })?;
-        pb.finish_and_clear();
-        if let (false, Some(first), Some(last)) = (quiet, nll.first(), nll.last()) {
-            println!(
-                "warm start: {} supervised steps on solver solutions, token nll {first:.3} -> {last:.3} ({:.1} s)",
-                nll.len(),
-                t0.elapsed().as_secs_f64()
-            );
+    let ckpt = checkpoint_dir(out);
+    if resume {
+        trainer.load_checkpoint(&ckpt).with_context(|| format!("resuming from {}", ckpt.display()))?;
+        let done = trainer.steps_done();
+        truncate_jsonl(&out.join("metrics.jsonl"), |s| s < done)?;
+        truncate_jsonl(&out.join("eval.jsonl"), |s| s <= done)?;
+        if !quiet {
+            println!("resumed from {} at step {done} ({} rollouts)", ckpt.display(), trainer.rollouts().total());
         }
     } else {
-        trainer.warm_start(&mut |_, _| {})?;
-    }
-    if let Some(p) = save_warm_start {
-        if let Some(dir) = p.parent() {
-            std::fs::create_dir_all(dir)?;
+        std::fs::write(out.join("config.toml"), cfg.to_toml()?)?;
+        // A fresh run: its logs and any older checkpoint start over.
+        for f in ["metrics.jsonl", "eval.jsonl"] {
+            std::fs::write(out.join(f), "")?;
         }
-        trainer.model().save(p)?;
     }
-    let mut steps_log = JsonlSink::create(out.join("metrics.jsonl"))?;
-    let mut eval_log = JsonlSink::create(out.join("eval.jsonl"))?;
+    if !trainer.warm_started() {
+        if cfg.sft.init_checkpoint.is_none() && cfg.sft.steps > 0 {
+            let pb = bar(quiet, cfg.sft.steps as u64, "warm start");
+            let t0 = Instant::now();
+            let nll = trainer.warm_start(&mut |_, loss| {
+                pb.set_message(format!("nll {loss:.3}"));
+                pb.inc(1);
+            })?;
+            pb.finish_and_clear();
+            if let (false, Some(first), Some(last)) = (quiet, nll.first(), nll.last()) {
+                println!(
+                    "warm start: {} supervised steps on solver solutions, token nll {first:.3} -> {last:.3} ({:.1} s)",
+                    nll.len(),
+                    t0.elapsed().as_secs_f64()
+                );
+            }
+        } else {
+            trainer.warm_start(&mut |_, _| {})?;
+        }
+        if let Some(p) = save_warm_start {
+            if let Some(dir) = p.parent() {
+                std::fs::create_dir_all(dir)?;
+            }
+            trainer.model().save(p)?;
+        }
+    }
+    let logs = RefCell::new((
+        JsonlSink::append(out.join("metrics.jsonl"))?,
+        JsonlSink::append(out.join("eval.jsonl"))?,
+        None::<frugal_rl::core::RlCoreError>,
+    ));
     let pb = bar(quiet, cfg.rl.steps as u64, "rl");
-    let (mut step_err, mut eval_err) = (None, None);
-    let summary = trainer.run(
+    pb.set_position(trainer.steps_done());
+    let every = if checkpoint_every == 0 { cfg.eval.every } else { checkpoint_every } as u64;
+    let summary = trainer.run_checkpointed(
         &mut |rec| {
-            if let Err(e) = steps_log.log(rec.step, &rec.metrics) {
-                step_err.get_or_insert(e);
+            let mut l = logs.borrow_mut();
+            if let Err(e) = l.0.log(rec.step, &rec.metrics) {
+                l.2.get_or_insert(e);
             }
             pb.set_message(format!(
                 "reward {:.3} success {:.3} rollouts {}",
@@ -230,10 +311,13 @@ fn run_one(cfg: RunConfig, out: &Path, quiet: bool, save_warm_start: Option<&Pat
             m.insert("eval/mean_reward", p.report.mean_reward);
             m.insert("eval/malformed", p.report.malformed);
             for (l, v) in &p.report.pass_at_1_by_level {
-                m.insert(format!("eval/pass@1/level{l}"), *v);
+                m.insert(format!("eval/pass@1/{l}"), *v);
             }
-            if let Err(e) = eval_log.log(p.step, &m) {
-                eval_err.get_or_insert(e);
+            let mut l = logs.borrow_mut();
+            // Flushed at every evaluation, so what a checkpoint has seen is on disk.
+            let res = l.1.log(p.step, &m).and_then(|()| l.1.flush()).and_then(|()| l.0.flush());
+            if let Err(e) = res {
+                l.2.get_or_insert(e);
             }
             // `suspend` (not `println`) so the line also appears when stderr is not a terminal.
             if !quiet {
@@ -245,9 +329,11 @@ fn run_one(cfg: RunConfig, out: &Path, quiet: bool, save_warm_start: Option<&Pat
                 });
             }
         },
+        Some((&ckpt, every)),
     )?;
     pb.finish_and_clear();
-    if let Some(e) = step_err.or(eval_err) {
+    let (mut steps_log, mut eval_log, err) = logs.into_inner();
+    if let Some(e) = err {
         return Err(e.into());
     }
     steps_log.flush()?;
@@ -268,12 +354,21 @@ fn print_summary(cfg: &RunConfig, s: &RunSummary, plot: &Path) {
     );
     println!(
         "held-out pass@1:        {:.3} -> {:.3}   ({} prompts x {} samples, T = {})",
-        s.initial.pass_at_1, s.last.pass_at_1, cfg.task.eval_prompts, cfg.eval.samples, cfg.eval.temperature
+        s.initial.pass_at_1,
+        s.last.pass_at_1,
+        cfg.task.total_eval_prompts(),
+        cfg.eval.samples,
+        cfg.eval.temperature
+    );
+    println!(
+        "train/held-out overlap: {} of {} held-out prompts are training prompts (by canonical form)",
+        s.held_out_overlap,
+        cfg.task.total_eval_prompts()
     );
     println!("held-out pass@{}:        {:.3} -> {:.3}", s.last.k, s.initial.pass_at_k, s.last.pass_at_k);
     for (l, v) in &s.last.pass_at_1_by_level {
         let before = s.initial.pass_at_1_by_level.get(l).copied().unwrap_or(f64::NAN);
-        println!("  level {l} pass@1:        {before:.3} -> {v:.3}");
+        println!("  {l:<14} pass@1: {before:.3} -> {v:.3}");
     }
     println!(
         "rollouts used:          {} (training {}, selection {})",
@@ -281,8 +376,14 @@ fn print_summary(cfg: &RunConfig, s: &RunSummary, plot: &Path) {
         s.rollouts.train,
         s.rollouts.selection
     );
-    println!("effective-sample ratio: {:.3} of generated groups had mixed rewards", s.generated_effective_ratio);
-    println!("                        {:.3} of trained groups had non-zero advantages", s.batch_effective_ratio);
+    println!(
+        "effective-sample ratio: {:.3} of generated groups had right and wrong answers (by outcome; {:.3} had reward variance)",
+        s.generated_mixed_outcome_ratio, s.generated_reward_variance_ratio
+    );
+    println!(
+        "                        {:.3} of trained groups were effective by the run's rule ({})",
+        s.batch_effective_ratio, s.effectiveness
+    );
     let t = s.seconds;
     println!(
         "wall time:              warm start {:.1} s; RL generation {:.1} s, scoring {:.2} s, selection {:.2} s, loss {:.1} s, eval {:.1} s",
@@ -403,7 +504,9 @@ fn compare(a: &Args, base: &RunConfig) -> Result<()> {
                 serde_json::from_str(&std::fs::read_to_string(&saved)?)
                     .with_context(|| format!("reading {}", saved.display()))?
             } else {
-                run_one(cfg, &out, true, None)?
+                // An interrupted comparison resumes each unfinished run from its checkpoint.
+                let resume = a.reuse && checkpoint_dir(&out).join("state.json").exists();
+                run_one(cfg, &out, true, None, resume, a.checkpoint_every)?
             };
             println!(
                 "seed {seed} {name:>9}: pass@1 {:.3} -> {:.3}, {} rollouts, {} steps ({:.0} s elapsed)",
@@ -487,15 +590,15 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
     writeln!(
         md,
         "Every method runs {budget} from the same warm start per seed; {} seeds; {} held-out prompts × {} samples at T = {}. Mean ± sample std over seeds. Run time: {:.0} s of RL and evaluation summed over the runs (device: {}).\n",
-        a.seeds, base.task.eval_prompts, base.eval.samples, base.eval.temperature, run_seconds, device
+        a.seeds, base.task.total_eval_prompts(), base.eval.samples, base.eval.temperature, run_seconds, device
     )?;
     writeln!(
         md,
-        "| method | pass@1 before | pass@1 after | pass@{k} after | steps | rollouts | generated effective | batch effective | rollouts to pass@1 {common:.3} (lowest final) | rollouts to {target_name} pass@1{t} |",
+        "| method | pass@1 before | pass@1 after | pass@{k} after | steps | rollouts | generated effective (outcome) | generated with reward variance | batch effective | rollouts to pass@1 {common:.3} (lowest final) | rollouts to {target_name} pass@1{t} |",
         k = base.eval.k,
         t = ds_target.map_or(String::new(), |t| format!(" ({t:.3})"))
     )?;
-    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|---|---|")?;
     for ((name, runs), curve) in results.iter().zip(&curves) {
         let col = |f: &dyn Fn(&RunSummary) -> f64| mean_std(&runs.iter().map(f).collect::<Vec<_>>());
         let (b, bs) = col(&|r| r.initial.pass_at_1);
@@ -503,7 +606,8 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
         let (k, ks) = col(&|r| r.last.pass_at_k);
         let (st, _) = col(&|r| r.steps as f64);
         let (ro, _) = col(&|r| r.rollouts.total() as f64);
-        let (ge, _) = col(&|r| r.generated_effective_ratio);
+        let (ge, _) = col(&|r| r.generated_mixed_outcome_ratio);
+        let (gv, _) = col(&|r| r.generated_reward_variance_ratio);
         let (be, _) = col(&|r| r.batch_effective_ratio);
         let reach_common = curve.rollouts_to_reach(common).map_or("not reached".to_string(), |x| format!("{x:.0}"));
         let reach = match ds_target {
@@ -512,7 +616,7 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
         };
         writeln!(
             md,
-            "| {name} | {b:.3} ± {bs:.3} | {p:.3} ± {ps:.3} | {k:.3} ± {ks:.3} | {st:.0} | {ro:.0} | {ge:.2} | {be:.2} | {reach_common} | {reach} |"
+            "| {name} | {b:.3} ± {bs:.3} | {p:.3} ± {ps:.3} | {k:.3} ± {ks:.3} | {st:.0} | {ro:.0} | {ge:.2} | {gv:.2} | {be:.2} | {reach_common} | {reach} |"
         )?;
     }
     writeln!(
@@ -544,26 +648,60 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
 }
 
 fn main() -> Result<()> {
-    let a = Args::parse();
-    let cfg = config_from_args(&a)?;
+    let mut a = Args::parse();
+    let cfg = match a.resume.clone() {
+        Some(dir) => {
+            let others = a.config.is_some()
+                || a.seed.is_some()
+                || a.selector.is_some()
+                || a.no_replay
+                || a.loss.is_some()
+                || a.sft_steps.is_some()
+                || a.init_checkpoint.is_some()
+                || a.train_prompts.is_some()
+                || a.eval_prompts.is_some()
+                || a.eval_every.is_some()
+                || a.compare;
+            if others {
+                bail!("--resume continues a run with its own config: only --steps, --budget and --quiet may be given");
+            }
+            let mut cfg = Trainer::checkpoint_config(checkpoint_dir(&dir))
+                .with_context(|| format!("no checkpoint to resume in {}", dir.display()))?;
+            if let Some(s) = a.steps {
+                cfg.rl.steps = s;
+            }
+            if a.budget.is_some() {
+                cfg.rl.rollout_budget = a.budget;
+            }
+            a.out = dir;
+            cfg
+        }
+        None => config_from_args(&a)?,
+    };
     let device = frugal_rl::rlvr_train::device_of(&cfg)?;
+    let mut pools = format!("{:?} levels {:?}", cfg.task.pool.family, cfg.task.pool.drawn_levels());
+    for m in &cfg.task.mix {
+        pools.push_str(&format!(" + {:?} levels {:?}", m.pool.family, m.pool.drawn_levels()));
+    }
+    let (train, eval) = (cfg.task.total_train_prompts(), cfg.task.total_eval_prompts());
     println!(
-        "device {} | {:?} levels {:?} | {} train / {} held-out prompts | model {} parameters",
+        "device {} | {pools} | {train} train / {eval} held-out prompts (disjoint) | model {} parameters",
         frugal_rl::nn::device_name(device),
-        cfg.task.pool.family,
-        cfg.task.pool.levels,
-        cfg.task.train_prompts,
-        cfg.task.eval_prompts,
         cfg.model.num_parameters()
     );
     if a.compare {
         return compare(&a, &cfg);
     }
-    let s = run_one(cfg.clone(), &a.out, a.quiet, a.save_warm_start.as_deref())?;
+    let s =
+        run_one(cfg.clone(), &a.out, a.quiet, a.save_warm_start.as_deref(), a.resume.is_some(), a.checkpoint_every)?;
     let plot = a.out.join("accuracy.svg");
     let label = format!("{}{}", s.selector, if s.replay { " + POPO" } else { "" });
     plot_curves(&plot, "held-out pass@1 vs rollouts", &[Curve::pass_at_1(label.clone(), &s.curve)])?;
     print_summary(&cfg, &s, &plot);
+    println!(
+        "run digest:             {:016x} (every step metric and evaluation, wall times excluded)",
+        run_digest(&a.out)?
+    );
     println!("\n{}", summary_table(&[(label, &s)]));
     println!("metrics: {}", a.out.join("metrics.jsonl").display());
     Ok(())

@@ -119,24 +119,24 @@ impl Batch {
         Ok(Self { obs, action, reward, next_obs, terminal, discount })
     }
 
-    /// A batch from host transitions, copied to `device` (validated first: lengths, finite
-    /// values, 0/1 flags). The `timeout` column is dropped (truncation is not terminal).
+    /// A batch from host transitions (valid by construction: lengths, finite values, 0/1
+    /// flags), copied to `device`. The `timeout` column is dropped (truncation is not
+    /// terminal).
     ///
     /// # Errors
-    /// As [`Transitions::validate`]; [`AgentError::Empty`] for no transition; device errors.
+    /// [`AgentError::Empty`] for no transition; device errors.
     pub fn from_transitions(t: &Transitions, device: Device) -> Result<Self> {
-        t.validate()?;
         if t.is_empty() {
             return Err(AgentError::Empty { what: "transitions".into() });
         }
         rl_nn::check::available(device)?;
         use rl_nn::convert::array_to_tensor_on as to;
         Ok(Self {
-            obs: to(&t.obs, device)?,
-            action: to(&t.action, device)?,
-            reward: to(&t.reward, device)?,
-            next_obs: to(&t.next_obs, device)?,
-            terminal: to(&t.terminal, device)?,
+            obs: to(t.obs(), device)?,
+            action: to(t.action(), device)?,
+            reward: to(t.reward(), device)?,
+            next_obs: to(t.next_obs(), device)?,
+            terminal: to(t.terminal(), device)?,
             discount: None,
         })
     }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ndarray::{Array1, ArrayView1, Axis, Slice};
+use ndarray::{Array1, Array2, ArrayView1, Axis, Slice};
 use rand::{Rng, RngCore};
 use rl_core::{Params, Transitions, Valid};
 use serde::{Deserialize, Serialize};
@@ -73,6 +73,17 @@ impl Params for ReplayBufferParams {
 
 const NO_LINK: i64 = -1;
 
+/// The ring's storage: the columns of a `Transitions`, `capacity` rows each.
+#[derive(Debug, Clone)]
+struct Columns {
+    obs: Array2<f32>,
+    action: Array2<f32>,
+    reward: Array1<f32>,
+    next_obs: Array2<f32>,
+    terminal: Array1<f32>,
+    timeout: Array1<f32>,
+}
+
 /// A ring buffer of transitions with uniform sampling, the replay memory of SAC/TD3 and the
 /// dataset container offline algorithms sample from.
 ///
@@ -102,7 +113,7 @@ const NO_LINK: i64 = -1;
 #[derive(Debug, Clone)]
 pub struct ReplayBuffer {
     params: Valid<ReplayBufferParams>,
-    data: Transitions,
+    data: Columns,
     /// Insertion id of the next transition of the same stream (`NO_LINK` if none yet / none).
     next: Vec<i64>,
     len: usize,
@@ -121,9 +132,9 @@ impl ReplayBuffer {
         check::at_least("obs_dim", obs_dim, 1)?;
         check::at_least("act_dim", act_dim, 1)?;
         let cap = params.capacity;
-        let data = Transitions {
-            obs: ndarray::Array2::zeros((cap, obs_dim)),
-            action: ndarray::Array2::zeros((cap, act_dim)),
+        let data = Columns {
+            obs: Array2::zeros((cap, obs_dim)),
+            action: Array2::zeros((cap, act_dim)),
             reward: Array1::zeros(cap),
             next_obs: ndarray::Array2::zeros((cap, obs_dim)),
             terminal: Array1::zeros(cap),
@@ -137,9 +148,8 @@ impl ReplayBuffer {
     /// it is smaller.
     ///
     /// # Errors
-    /// As [`Transitions::validate`]; [`AgentError::Empty`] for an empty dataset.
+    /// [`AgentError::Empty`] for an empty dataset.
     pub fn from_transitions(params: ReplayBufferParams, transitions: &Transitions) -> Result<Self> {
-        transitions.validate()?;
         if transitions.is_empty() {
             return Err(AgentError::Empty { what: "transitions".into() });
         }
@@ -171,12 +181,12 @@ impl ReplayBuffer {
 
     /// Observation width.
     pub fn obs_dim(&self) -> usize {
-        self.data.obs_dim()
+        self.data.obs.ncols()
     }
 
     /// Action width.
     pub fn act_dim(&self) -> usize {
-        self.data.act_dim()
+        self.data.action.ncols()
     }
 
     fn row_of(&self, id: u64) -> usize {
@@ -259,10 +269,8 @@ impl ReplayBuffer {
     /// until a terminal or timeout flag.
     ///
     /// # Errors
-    /// As [`Transitions::validate`], [`AgentError::Shape`] for other widths; the buffer is
-    /// unchanged then.
+    /// [`AgentError::Shape`] for other widths; the buffer is unchanged then.
     pub fn extend(&mut self, transitions: &Transitions, stream: u32) -> Result<()> {
-        transitions.validate()?;
         if transitions.obs_dim() != self.obs_dim() || transitions.act_dim() != self.act_dim() {
             return Err(AgentError::shape(
                 "transitions",
@@ -270,14 +278,15 @@ impl ReplayBuffer {
                 format!("obs {} / action {}", transitions.obs_dim(), transitions.act_dim()),
             ));
         }
-        for i in 0..transitions.len() {
+        let t = transitions;
+        for i in 0..t.len() {
             self.push_unchecked(
-                transitions.obs.row(i),
-                transitions.action.row(i),
-                transitions.reward[i],
-                transitions.next_obs.row(i),
-                transitions.terminal[i] == 1.0,
-                transitions.timeout[i] == 1.0,
+                t.obs().row(i),
+                t.action().row(i),
+                t.reward()[i],
+                t.next_obs().row(i),
+                t.terminal()[i] == 1.0,
+                t.timeout()[i] == 1.0,
                 stream,
             );
         }
@@ -286,16 +295,25 @@ impl ReplayBuffer {
 
     /// The stored transitions in storage order (a copy; the oldest row first once the ring has
     /// wrapped).
-    pub fn transitions(&self) -> Transitions {
+    ///
+    /// # Errors
+    /// None in practice (the stored rows satisfy `Transitions`' invariants); the error of
+    /// [`Transitions::from_columns`] is passed on.
+    pub fn transitions(&self) -> Result<Transitions> {
         let order = self.storage_order();
-        Transitions {
-            obs: self.data.obs.select(ndarray::Axis(0), &order),
-            action: self.data.action.select(ndarray::Axis(0), &order),
-            reward: self.data.reward.select(ndarray::Axis(0), &order),
-            next_obs: self.data.next_obs.select(ndarray::Axis(0), &order),
-            terminal: self.data.terminal.select(ndarray::Axis(0), &order),
-            timeout: self.data.timeout.select(ndarray::Axis(0), &order),
-        }
+        self.select(&order)
+    }
+
+    fn select(&self, rows: &[usize]) -> Result<Transitions> {
+        let d = &self.data;
+        Ok(Transitions::from_columns(
+            d.obs.select(Axis(0), rows),
+            d.action.select(Axis(0), rows),
+            d.reward.select(Axis(0), rows),
+            d.next_obs.select(Axis(0), rows),
+            d.terminal.select(Axis(0), rows),
+            d.timeout.select(Axis(0), rows),
+        )?)
     }
 
     fn storage_order(&self) -> Vec<usize> {
@@ -386,16 +404,7 @@ impl ReplayBuffer {
     /// As [`ReplayBuffer::sample`].
     pub fn sample_transitions(&self, batch_size: usize, rng: &mut dyn RngCore) -> Result<Transitions> {
         let idx = self.indices(batch_size, rng)?;
-        let pick = |m: &ndarray::Array2<f32>| m.select(ndarray::Axis(0), &idx);
-        let pick1 = |v: &Array1<f32>| v.select(ndarray::Axis(0), &idx);
-        Ok(Transitions {
-            obs: pick(&self.data.obs),
-            action: pick(&self.data.action),
-            reward: pick1(&self.data.reward),
-            next_obs: pick(&self.data.next_obs),
-            terminal: pick1(&self.data.terminal),
-            timeout: pick1(&self.data.timeout),
-        })
+        self.select(&idx)
     }
 
     /// Named tensors of the stored rows (row order `0..len`), for checkpoints.
@@ -551,8 +560,8 @@ mod tests {
             push(&mut b, i as f32, i as f32, false, false, 0);
         }
         assert_eq!((b.len(), b.pushed()), (3, 5));
-        let t = b.transitions();
-        assert_eq!(t.obs.column(0).to_vec(), vec![2.0, 3.0, 4.0]);
+        let t = b.transitions().unwrap();
+        assert_eq!(t.obs().column(0).to_vec(), vec![2.0, 3.0, 4.0]);
         let mut rng = rl_core::rng_from_seed(0);
         let s = b.sample(3000, Device::Cpu, &mut rng).unwrap();
         let obs = Vec::<f32>::try_from(&s.obs().view([-1])).unwrap();
@@ -567,10 +576,10 @@ mod tests {
     fn bad_pushes_are_rejected_and_change_nothing() {
         let mut b = buf(4, 1);
         push(&mut b, 0.0, 0.0, false, false, 0);
-        let before = b.transitions();
+        let before = b.transitions().unwrap();
         assert!(b.push(array![1.0, 2.0].view(), array![0.0].view(), 0.0, array![1.0].view(), false, false, 0).is_err());
         assert!(b.push(array![1.0].view(), array![0.0].view(), f32::NAN, array![1.0].view(), false, false, 0).is_err());
-        assert_eq!(b.transitions(), before);
+        assert_eq!(b.transitions().unwrap(), before);
         assert!(buf(4, 1).sample(1, Device::Cpu, &mut rl_core::rng_from_seed(0)).is_err());
         assert!(b.gather(&[1], Device::Cpu).is_err());
         let e = ReplayBufferParams::default().n_step(0).check().unwrap_err();
@@ -624,7 +633,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         b.save(dir.path().join("buf")).unwrap();
         let c = ReplayBuffer::load(dir.path().join("buf")).unwrap();
-        assert_eq!(c.transitions(), b.transitions());
+        assert_eq!(c.transitions().unwrap(), b.transitions().unwrap());
         let mut b2 = b.clone();
         let mut c2 = c.clone();
         push(&mut b2, 9.0, 9.0, false, false, 1);

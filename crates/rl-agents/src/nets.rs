@@ -2,7 +2,7 @@
 //! batched network for twin or `N` critics), action bounds, and target-network syncing.
 
 use rand::Rng;
-use rl_core::{Space, Valid};
+use rl_core::{Space, SpaceKind, Valid};
 use rl_nn::{Activation, EnsembleMlp, Mlp, MlpConfig};
 use tch::nn::{Path, VarStore};
 use tch::{Device, Kind, Tensor};
@@ -43,9 +43,11 @@ impl ActionBounds {
     /// # Errors
     /// [`AgentError::UnsupportedSpace`] for a discrete space or an infinite bound; device errors.
     pub fn from_space(space: &Space, device: Device) -> Result<Self> {
-        match space {
-            Space::Box { low, high } => {
-                if let Some(i) = low.iter().zip(high).position(|(l, h)| !l.is_finite() || !h.is_finite() || l >= h) {
+        match space.kind() {
+            SpaceKind::Box { low, high } => {
+                if let Some(i) =
+                    low.iter().zip(high.iter()).position(|(l, h)| !l.is_finite() || !h.is_finite() || l >= h)
+                {
                     return Err(AgentError::UnsupportedSpace {
                         what: "action".into(),
                         reason: format!(
@@ -56,7 +58,7 @@ impl ActionBounds {
                 }
                 Self::new(low.to_vec(), high.to_vec(), device)
             }
-            Space::Discrete { n } => Err(AgentError::UnsupportedSpace {
+            SpaceKind::Discrete { n } => Err(AgentError::UnsupportedSpace {
                 what: "action".into(),
                 reason: format!("discrete space of {n} actions; this agent needs a continuous box"),
             }),

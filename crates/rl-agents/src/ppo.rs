@@ -5,7 +5,7 @@ use std::path::Path;
 
 use ndarray::{Array2, ArrayView2};
 use rand::Rng;
-use rl_core::{ActMode, Params, SeededRng, Space, Valid};
+use rl_core::{ActMode, Params, SeededRng, Space, SpaceKind, Valid};
 use rl_nn::init::Init;
 use rl_nn::optim::{Adam, AdamParams};
 use rl_nn::{Activation, Mlp, MlpConfig};
@@ -440,12 +440,12 @@ impl Ppo {
         let critic_cfg = crate::sac::check_mlp("critic", &params.critic)?;
         let vs = VarStore::new(device);
         let root = vs.root();
-        let (policy, raw_dim, discrete) = match action_space {
-            Space::Discrete { n } => {
-                let logits = Mlp::new(&root.sub("actor"), obs_dim as i64, *n as i64, &actor_cfg, &mut init)?;
+        let (policy, raw_dim, discrete) = match action_space.kind() {
+            SpaceKind::Discrete { n } => {
+                let logits = Mlp::new(&root.sub("actor"), obs_dim as i64, n as i64, &actor_cfg, &mut init)?;
                 (PpoPolicy::Categorical { logits, device }, 1, true)
             }
-            Space::Box { .. } => {
+            SpaceKind::Box { .. } => {
                 let bounds = ActionBounds::from_space(action_space, device)?;
                 let d = bounds.dim();
                 let mean = Mlp::new(&root.sub("actor"), obs_dim as i64, d as i64, &actor_cfg, &mut init)?;
@@ -511,14 +511,14 @@ impl Ppo {
         Ok(self.critic.f_forward(obs)?.f_squeeze_dim(-1)?)
     }
 
-    fn action_space(&self) -> Space {
-        match &self.policy {
-            PpoPolicy::Gaussian { bounds, .. } => Space::Box {
-                low: ndarray::Array1::from(bounds.low().to_vec()),
-                high: ndarray::Array1::from(bounds.high().to_vec()),
-            },
-            PpoPolicy::Categorical { logits, .. } => Space::Discrete { n: logits.output_dim() as usize },
-        }
+    fn action_space(&self) -> Result<Space> {
+        Ok(match &self.policy {
+            PpoPolicy::Gaussian { bounds, .. } => Space::boxed(
+                ndarray::Array1::from(bounds.low().to_vec()),
+                ndarray::Array1::from(bounds.high().to_vec()),
+            )?,
+            PpoPolicy::Categorical { logits, .. } => Space::discrete(logits.output_dim() as usize)?,
+        })
     }
 
     /// GAE over the finished rollout (host), with `last_values` = `V(s_T)`.
@@ -762,7 +762,7 @@ impl OnlineAgent for Ppo {
         let state = PpoState {
             params: self.params.get().clone(),
             obs_dim: self.obs_dim,
-            action_space: self.action_space(),
+            action_space: self.action_space()?,
             rng: self.rng.clone(),
             rollout: self.rollout.clone(),
             pending: self.pending.clone(),
@@ -781,7 +781,7 @@ impl OnlineAgent for Ppo {
         let s = ck.state;
         ckpt::same(&ck.path, "params", &s.params, self.params.get())?;
         ckpt::same(&ck.path, "obs_dim", &s.obs_dim, &self.obs_dim)?;
-        ckpt::same(&ck.path, "action space", &s.action_space, &self.action_space())?;
+        ckpt::same(&ck.path, "action space", &s.action_space, &self.action_space()?)?;
         let per_step = s.rollout.n_envs;
         let r = &s.rollout;
         let sizes_ok = r.obs.len() == r.steps * per_step * self.obs_dim

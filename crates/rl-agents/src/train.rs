@@ -312,6 +312,7 @@ pub struct TrainSummary {
 /// `eval_every` steps and at the end (`eval/return_mean`, `eval/return_std`,
 /// `eval/return_min`, `eval/return_max`, `eval/length_mean`), and writing checkpoints
 /// (`run_dir/agent`, `run_dir/trainer`) every `checkpoint_every` steps when `run_dir` is given.
+/// The sink is flushed after every record, so a running job's progress is on disk.
 ///
 /// # Errors
 /// Agent, environment, sink and checkpoint failures; [`AgentError::NonFinite`] when an
@@ -329,7 +330,6 @@ where
     V: Env,
 {
     let t0 = Instant::now();
-    let start_steps = trainer.steps();
     let bar = progress_bar(params.total_steps, trainer.steps(), params.progress);
     let mut summary = TrainSummary::default();
     let mut since_log: Vec<EpisodeStats> = Vec::new();
@@ -371,6 +371,7 @@ where
             log_t = Instant::now();
             log_steps = steps;
             sink.log(steps, &m)?;
+            sink.flush()?;
             bar.set_message(format!("return {last_return:.1}  eval {last_eval:.1}"));
         }
         let at_end = steps >= params.total_steps;
@@ -385,6 +386,7 @@ where
                     .with("eval/return_max", s.max_return)
                     .with("eval/length_mean", s.mean_length);
                 sink.log(steps, &m)?;
+                sink.flush()?;
                 last_eval = s.mean_return;
                 summary.evaluations.push((steps, s));
                 bar.set_message(format!("return {last_return:.1}  eval {last_eval:.1}"));
@@ -403,7 +405,6 @@ where
     summary.updates = agent.updates();
     summary.episodes = trainer.episodes();
     summary.seconds = t0.elapsed().as_secs_f64();
-    let _ = start_steps;
     Ok(summary)
 }
 

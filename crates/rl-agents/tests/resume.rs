@@ -64,7 +64,7 @@ fn off_policy_roundtrip<A: Agent>(make: impl Fn(u64) -> A, stores: impl Fn(&A) -
     assert!(OnlineAgent::updates(&a) > 50);
     assert_eq!(OnlineAgent::updates(&a), OnlineAgent::updates(&c));
     same_stores(&stores(a.agent()), &stores(c.agent()));
-    assert_eq!(a.buffer().transitions(), c.buffer().transitions());
+    assert_eq!(a.buffer().transitions().unwrap(), c.buffer().transitions().unwrap());
     assert_eq!(ta.steps(), tc.steps());
     // the next exploration actions agree too (generator state restored)
     let o = ndarray::Array2::from_elem((2, 3), 0.1f32);

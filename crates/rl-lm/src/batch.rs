@@ -212,7 +212,7 @@ impl TransformerLm {
     ///
     /// ```
     /// use rl_lm::{LmConfig, LogProbOptions, SequenceBatch, TransformerLm};
-    /// let lm = TransformerLm::new(&LmConfig::new(16, 32).d_model(32).n_layers(1), tch::Device::Cpu)?;
+    /// let lm = TransformerLm::new(&LmConfig::new(16, 32).d_model(32).n_layers(1), tch::Device::Cpu, &mut rl_core::rng_from_seed(0))?;
     /// let batch = SequenceBatch::pack(&[vec![1, 3]], &[vec![4, 5, 2]], 0, lm.device())?;
     /// let out = lm.response_logprobs(&batch, &LogProbOptions::default().with_entropy())?;
     /// assert_eq!(out.logprobs.size(), [1, 3]);

@@ -66,7 +66,7 @@ impl TransformerLm {
     ///
     /// # Errors
     /// [`LmError::Nn`](crate::LmError::Nn) wrapping [`RlNnError::MissingTensor`], [`RlNnError::TensorShape`],
-    /// [`RlNnError::UnexpectedTensors`] or [`RlNnError::CorruptCheckpoint`]; on error no
+    /// [`RlNnError::UnexpectedTensors`], [`RlNnError::MissingFile`] or [`RlNnError::CorruptCheckpoint`]; on error no
     /// parameter has been modified.
     pub fn load(&mut self, path: impl AsRef<Path>) -> Result<()> {
         rl_nn::checkpoint::load(self.var_store(), path, LoadMode::Strict)?;
@@ -84,12 +84,12 @@ impl TransformerLm {
     /// let dir = tempfile::tempdir()?;
     /// let file = dir.path().join("m.safetensors");
     /// let cfg = LmConfig::new(16, 16).d_model(16).n_layers(1).n_heads(2).d_ff(32);
-    /// let a = TransformerLm::new(&cfg, tch::Device::Cpu)?;
+    /// let a = TransformerLm::new(&cfg, tch::Device::Cpu, &mut rl_core::rng_from_seed(0))?;
     /// a.save(&file)?;
-    /// let mut b = TransformerLm::new(&cfg, tch::Device::Cpu)?;
+    /// let mut b = TransformerLm::new(&cfg, tch::Device::Cpu, &mut rl_core::rng_from_seed(0))?;
     /// b.load_weights(&file, &WeightLoad::default())?;
     /// // A model with another width is refused with the offending tensor named.
-    /// let mut c = TransformerLm::new(&cfg.clone().d_model(32), tch::Device::Cpu)?;
+    /// let mut c = TransformerLm::new(&cfg.clone().d_model(32), tch::Device::Cpu, &mut rl_core::rng_from_seed(0))?;
     /// assert!(c.load_weights(&file, &WeightLoad::default()).is_err());
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
@@ -97,7 +97,7 @@ impl TransformerLm {
     /// # Errors
     /// [`LmError::Nn`](crate::LmError::Nn) wrapping [`RlNnError::MissingTensor`] (first missing name, sorted),
     /// [`RlNnError::TensorShape`], [`RlNnError::UnexpectedTensors`] (strict mode; all extra
-    /// names, sorted) or [`RlNnError::CorruptCheckpoint`].
+    /// names, sorted), [`RlNnError::MissingFile`] or [`RlNnError::CorruptCheckpoint`].
     pub fn load_weights(&mut self, path: impl AsRef<Path>, opts: &WeightLoad) -> Result<()> {
         let path = path.as_ref();
         let shown = path.display().to_string();
@@ -157,7 +157,7 @@ impl TransformerLm {
     /// ```
     /// use rl_lm::{LmConfig, TransformerLm};
     /// let dir = tempfile::tempdir()?;
-    /// let lm = TransformerLm::new(&LmConfig::new(16, 16).d_model(16).n_layers(1), tch::Device::Cpu)?;
+    /// let lm = TransformerLm::new(&LmConfig::new(16, 16).d_model(16).n_layers(1), tch::Device::Cpu, &mut rl_core::rng_from_seed(0))?;
     /// lm.save_pretrained(dir.path())?;
     /// let back = TransformerLm::from_pretrained(dir.path(), tch::Device::Cpu)?;
     /// assert_eq!(back.config(), lm.config());
@@ -170,7 +170,8 @@ impl TransformerLm {
     pub fn from_pretrained(dir: impl AsRef<Path>, device: Device) -> Result<Self> {
         let dir = dir.as_ref();
         let cfg: LmConfig = serde_json::from_str(&std::fs::read_to_string(dir.join(CONFIG_FILE))?)?;
-        let mut lm = Self::new(&cfg, device)?;
+        // Weights are overwritten by the file: any generator will do.
+        let mut lm = Self::new(&cfg, device, &mut rl_core::rng_from_seed(0))?;
         lm.load(dir.join(WEIGHTS_FILE))?;
         Ok(lm)
     }

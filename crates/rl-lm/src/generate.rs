@@ -159,8 +159,7 @@ impl TransformerLm {
     ///
     /// ```
     /// use rl_lm::{LmConfig, SamplingParams, TransformerLm, LogProbOptions};
-    /// rl_nn::seed_torch(0);
-    /// let lm = TransformerLm::new(&LmConfig::new(16, 32).d_model(32).n_layers(2), tch::Device::Cpu)?;
+    /// let lm = TransformerLm::new(&LmConfig::new(16, 32).d_model(32).n_layers(2), tch::Device::Cpu, &mut rl_core::rng_from_seed(0))?;
     /// let mut rng = rl_core::rng_from_seed(7);
     /// let params = SamplingParams::new(8).stop_token(Some(2)).pad_token(0);
     /// let out = lm.generate(&[vec![1, 5, 6], vec![1, 9]], &params, &mut rng)?;

@@ -20,9 +20,8 @@
 //!
 //! ```
 //! use rl_lm::{LmConfig, LogProbOptions, SamplingParams, TransformerLm};
-//! rl_nn::seed_torch(0);
 //! let cfg = LmConfig::new(24, 64).d_model(32).n_layers(2).n_heads(4).d_ff(64);
-//! let lm = TransformerLm::new(&cfg, rl_nn::default_device()?)?;
+//! let lm = TransformerLm::new(&cfg, rl_nn::default_device()?, &mut rl_core::rng_from_seed(0))?;
 //! let mut rng = rl_core::rng_from_seed(0);
 //! // Two prompts of different lengths, up to 16 new tokens, stop at id 2.
 //! let params = SamplingParams::new(16).temperature(1.0).top_p(1.0).stop_token(Some(2));

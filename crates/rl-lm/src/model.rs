@@ -1,6 +1,8 @@
 //! The decoder-only transformer and its KV cache.
 
-use tch::nn::{Init, Path, VarStore};
+use rand::Rng;
+use rl_nn::init::{self, Init};
+use tch::nn::{Path, VarStore};
 use tch::{Device, Kind, Tensor};
 
 use crate::config::LmConfig;
@@ -27,37 +29,31 @@ struct Block {
     fc2_b: Tensor,
 }
 
-/// Creates the variable `dotted` (e.g. `"attn.qkv.weight"`) under `root`: tch forbids dots
-/// in variable names, so every segment but the last is a sub-path.
-fn var(root: &Path<'_>, dotted: &str, dims: &[i64], init: Init) -> Result<Tensor> {
-    let mut parts: Vec<&str> = dotted.split('.').collect();
-    let name = parts.pop().unwrap_or(dotted);
-    let path = parts.iter().fold(root.clone(), |p, s| p.sub(*s));
-    Ok(path.f_var(name, dims, init)?)
+/// Creates the variable `dotted` (e.g. `"attn.qkv.weight"`: dots make sub-paths) under
+/// `root`, drawn from `rng` (never libtorch's global generator).
+fn var<R: Rng + ?Sized>(root: &Path<'_>, dotted: &str, dims: &[i64], init: Init, rng: &mut R) -> Result<Tensor> {
+    Ok(init::var(root, dotted, dims, init, rng)?)
 }
 
-const ONES: Init = Init::Const(1.0);
-const ZEROS: Init = Init::Const(0.0);
-
 impl Block {
-    fn new(p: &Path<'_>, cfg: &LmConfig) -> Result<Self> {
+    fn new<R: Rng + ?Sized>(p: &Path<'_>, cfg: &LmConfig, rng: &mut R) -> Result<Self> {
         let (d, f) = (cfg.d_model, cfg.d_ff);
-        let w = Init::Randn { mean: 0.0, stdev: cfg.init_std };
+        let w = Init::Normal { mean: 0.0, std: cfg.init_std };
         // GPT-2: residual projections scaled by 1/sqrt(2 n_layers).
-        let w_res = Init::Randn { mean: 0.0, stdev: cfg.init_std / (2.0 * cfg.n_layers as f64).sqrt() };
+        let w_res = Init::Normal { mean: 0.0, std: cfg.init_std / (2.0 * cfg.n_layers as f64).sqrt() };
         Ok(Self {
-            ln1_w: var(p, "ln1.weight", &[d], ONES)?,
-            ln1_b: var(p, "ln1.bias", &[d], ZEROS)?,
-            qkv_w: var(p, "attn.qkv.weight", &[3 * d, d], w)?,
-            qkv_b: var(p, "attn.qkv.bias", &[3 * d], ZEROS)?,
-            proj_w: var(p, "attn.proj.weight", &[d, d], w_res)?,
-            proj_b: var(p, "attn.proj.bias", &[d], ZEROS)?,
-            ln2_w: var(p, "ln2.weight", &[d], ONES)?,
-            ln2_b: var(p, "ln2.bias", &[d], ZEROS)?,
-            fc1_w: var(p, "mlp.fc1.weight", &[f, d], w)?,
-            fc1_b: var(p, "mlp.fc1.bias", &[f], ZEROS)?,
-            fc2_w: var(p, "mlp.fc2.weight", &[d, f], w_res)?,
-            fc2_b: var(p, "mlp.fc2.bias", &[d], ZEROS)?,
+            ln1_w: var(p, "ln1.weight", &[d], Init::Ones, rng)?,
+            ln1_b: var(p, "ln1.bias", &[d], Init::Zeros, rng)?,
+            qkv_w: var(p, "attn.qkv.weight", &[3 * d, d], w, rng)?,
+            qkv_b: var(p, "attn.qkv.bias", &[3 * d], Init::Zeros, rng)?,
+            proj_w: var(p, "attn.proj.weight", &[d, d], w_res, rng)?,
+            proj_b: var(p, "attn.proj.bias", &[d], Init::Zeros, rng)?,
+            ln2_w: var(p, "ln2.weight", &[d], Init::Ones, rng)?,
+            ln2_b: var(p, "ln2.bias", &[d], Init::Zeros, rng)?,
+            fc1_w: var(p, "mlp.fc1.weight", &[f, d], w, rng)?,
+            fc1_b: var(p, "mlp.fc1.bias", &[f], Init::Zeros, rng)?,
+            fc2_w: var(p, "mlp.fc2.weight", &[d, f], w_res, rng)?,
+            fc2_b: var(p, "mlp.fc2.bias", &[d], Init::Zeros, rng)?,
         })
     }
 }
@@ -106,9 +102,10 @@ impl KvCache {
 ///
 /// Positions count only unmasked tokens, so a left-padded prompt gets the same positions (and
 /// logits) as the unpadded one. The model owns its [`VarStore`]; build an optimizer on
-/// [`var_store`](Self::var_store). Parameters are created on the given device (use
-/// [`rl_nn::default_device`] for CUDA when present) from libtorch's global generator: call
-/// [`rl_nn::seed_torch`] first for reproducible weights.
+/// [`var_store`](Self::var_store). Parameters are drawn from the caller's generator
+/// (`rl_nn::init`, never libtorch's process-wide one: two models built from the same seed in
+/// two threads are bit-identical) and created on the given device (use
+/// [`rl_nn::default_device`] for CUDA when present).
 ///
 /// Variable names (what [`save`](Self::save) writes): `tok_emb.weight`, `pos_emb.weight`,
 /// `blocks.{i}.{ln1,ln2}.{weight,bias}`, `blocks.{i}.attn.{qkv,proj}.{weight,bias}`,
@@ -118,8 +115,8 @@ impl KvCache {
 /// ```
 /// use rl_lm::{LmConfig, TransformerLm};
 /// use tch::{Device, Tensor};
-/// rl_nn::seed_torch(0);
-/// let lm = TransformerLm::new(&LmConfig::new(16, 32).d_model(32).n_layers(2), Device::Cpu)?;
+/// let mut rng = rl_core::rng_from_seed(0);
+/// let lm = TransformerLm::new(&LmConfig::new(16, 32).d_model(32).n_layers(2), Device::Cpu, &mut rng)?;
 /// let ids = Tensor::from_slice(&[1i64, 5, 7, 2]).view([1, 4]);
 /// let logits = lm.forward(&ids, None)?;
 /// assert_eq!(logits.size(), [1, 4, 16]);
@@ -138,23 +135,26 @@ pub struct TransformerLm {
 }
 
 impl TransformerLm {
-    /// Builds a freshly initialised model on `device`.
+    /// Builds a freshly initialised model on `device`, its weights drawn from `rng` (GPT-2's
+    /// initialisation: normal with std `init_std`, residual projections scaled by
+    /// `1/√(2·n_layers)`, layer norms at 1 and 0, biases 0).
     ///
     /// # Errors
     /// [`LmError::InvalidConfig`] from [`LmConfig::check`]; libtorch errors (e.g. out of memory).
-    pub fn new(cfg: &LmConfig, device: Device) -> Result<Self> {
+    pub fn new<R: Rng + ?Sized>(cfg: &LmConfig, device: Device, rng: &mut R) -> Result<Self> {
         cfg.check()?;
         let vs = VarStore::new(device);
         let root = vs.root();
         let (v, d) = (cfg.vocab_size, cfg.d_model);
-        let w = Init::Randn { mean: 0.0, stdev: cfg.init_std };
-        let tok_emb = var(&root, "tok_emb.weight", &[v, d], w)?;
-        let pos_emb = var(&root, "pos_emb.weight", &[cfg.max_len, d], w)?;
+        let w = Init::Normal { mean: 0.0, std: cfg.init_std };
+        let tok_emb = var(&root, "tok_emb.weight", &[v, d], w, rng)?;
+        let pos_emb = var(&root, "pos_emb.weight", &[cfg.max_len, d], w, rng)?;
         let blocks_path = root.sub("blocks");
-        let blocks = (0..cfg.n_layers).map(|i| Block::new(&blocks_path.sub(i), cfg)).collect::<Result<Vec<_>>>()?;
-        let lnf_w = var(&root, "ln_f.weight", &[d], ONES)?;
-        let lnf_b = var(&root, "ln_f.bias", &[d], ZEROS)?;
-        let head = if cfg.tie_embeddings { None } else { Some(var(&root, "lm_head.weight", &[v, d], w)?) };
+        let blocks =
+            (0..cfg.n_layers).map(|i| Block::new(&blocks_path.sub(i), cfg, rng)).collect::<Result<Vec<_>>>()?;
+        let lnf_w = var(&root, "ln_f.weight", &[d], Init::Ones, rng)?;
+        let lnf_b = var(&root, "ln_f.bias", &[d], Init::Zeros, rng)?;
+        let head = if cfg.tie_embeddings { None } else { Some(var(&root, "lm_head.weight", &[v, d], w, rng)?) };
         Ok(Self { cfg: cfg.clone(), vs, tok_emb, pos_emb, blocks, lnf_w, lnf_b, head })
     }
 

@@ -81,6 +81,15 @@ impl ArithTask {
         format!("{}{}{}=", self.a, self.op.symbol(), self.b)
     }
 
+    /// The same problem with the operands of `+` and `*` in ascending order (`"39+12="` and
+    /// `"12+39="` pose one problem); `-` is left as it is.
+    pub fn canonical(&self) -> Self {
+        match self.op {
+            ArithOp::Add | ArithOp::Mul => Self { a: self.a.min(self.b), b: self.a.max(self.b), op: self.op },
+            ArithOp::Sub => self.clone(),
+        }
+    }
+
     /// The correct answer.
     pub fn answer(&self) -> i64 {
         // Operands are at most 9 digits, so none of these overflow.
@@ -216,7 +225,7 @@ fn add_carries(x: &[i64], y: &[i64]) -> u32 {
 
 /// One difficulty level of the arithmetic generator: operands with exactly `a_digits` and
 /// `b_digits` digits (a 1-digit operand is any of 0–9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArithLevel {
     /// Digits of `a`.
@@ -232,16 +241,16 @@ pub struct ArithLevel {
 /// Default levels, ordered by the expected digit-level [`work`](ArithTask::work) (digit
 /// operations plus carries), which the tests check is increasing:
 ///
-/// | level | task | mean work | mean carries |
-/// |---|---|---|---|
-/// | 0 | 1-digit + 1-digit | 1.44 | 0.44 |
-/// | 1 | 2-digit + 2-digit | 3.05 | 1.05 |
-/// | 2 | 2-digit × 1-digit | 3.29 | 1.29 |
-/// | 3 | 3-digit + 3-digit | 4.55 | 1.55 |
-/// | 4 | 3-digit × 1-digit | 4.85 | 1.85 |
-/// | 5 | 4-digit + 4-digit | 5.99 | 1.99 |
-/// | 6 | 2-digit × 2-digit | 7.30 | 3.30 |
-/// | 7 | 3-digit × 2-digit | 11.08 | 5.08 |
+/// | level | task | mean work | mean carries | distinct prompts ([`distinct_prompts`](ArithParams::distinct_prompts)) |
+/// |---|---|---|---|---|
+/// | 0 | 1-digit + 1-digit | 1.44 | 0.44 | 55 |
+/// | 1 | 2-digit + 2-digit | 3.05 | 1.05 | 4 095 |
+/// | 2 | 2-digit × 1-digit | 3.29 | 1.29 | 900 |
+/// | 3 | 3-digit + 3-digit | 4.55 | 1.55 | 405 450 |
+/// | 4 | 3-digit × 1-digit | 4.85 | 1.85 | 9 000 |
+/// | 5 | 4-digit + 4-digit | 5.99 | 1.99 | 40 504 500 |
+/// | 6 | 2-digit × 2-digit | 7.30 | 3.30 | 4 095 |
+/// | 7 | 3-digit × 2-digit | 11.08 | 5.08 | 81 000 |
 ///
 /// (Means over 2000 draws per level, seed 1; the `grading_report` test prints them.)
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -294,6 +303,28 @@ impl ArithParams {
             }
         }
         Ok(())
+    }
+
+    /// How many distinct prompts (up to the order of the operands of `+` and `*`) the
+    /// generator can produce at `level`; always exact. With `n_d` the count of `d`-digit
+    /// operands (10 for one digit, `9·10^(d−1)` otherwise): `n(n+1)/2` when both operands have
+    /// `d` digits, `n_a·n_b` otherwise.
+    ///
+    /// ```
+    /// use rlvr_tasks::ArithParams;
+    /// assert_eq!(ArithParams::default().distinct_prompts(0)?.distinct, 55); // 1-digit + 1-digit
+    /// # Ok::<(), rlvr_tasks::TaskError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`TaskError::LevelOutOfRange`] and the errors of [`check`](Self::check).
+    pub fn distinct_prompts(&self, level: usize) -> Result<crate::Capacity> {
+        self.check()?;
+        let l = *self.levels.get(level).ok_or(TaskError::LevelOutOfRange { level, levels: self.levels.len() })?;
+        let count = |d: u32| if d == 1 { 10u64 } else { 9 * 10u64.pow(d - 1) };
+        let (na, nb) = (count(l.a_digits), count(l.b_digits));
+        let distinct = if l.a_digits == l.b_digits { na * (na + 1) / 2 } else { na * nb };
+        Ok(crate::Capacity { distinct, exact: true })
     }
 
     /// A random task of difficulty `level`.

@@ -15,7 +15,7 @@ use crate::verdict::{InvalidReason, Outcome, RewardParams, Verdict};
 pub const DEFAULT_SOLVER_BUDGET: u64 = 5_000_000;
 
 /// How often each given number may be used.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NumberUse {
     /// Every given number exactly once (TinyZero's `validate_equation`, used by the DPS,
@@ -32,7 +32,7 @@ pub enum NumberUse {
 /// |---|---|---|
 /// | `number_use` | `exactly_once` | [`NumberUse`]; TinyZero / DPS / MoPPS / POPO setups |
 /// | `division` | `rational` | [`DivisionRule`]; exact fractions, as TinyZero's evaluation computes |
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CountdownRules {
     /// Number-use rule.
@@ -93,6 +93,15 @@ impl CountdownTask {
     pub fn prompt(&self) -> String {
         let nums: Vec<String> = self.numbers.iter().map(i64::to_string).collect();
         format!("{}>{}:", nums.join(","), self.target)
+    }
+
+    /// The same problem with its numbers in ascending order: `"3,5,2>16:"` and `"2,3,5>16:"`
+    /// pose one problem, so they share this canonical form (what keeps a held-out pool free
+    /// of training prompts, see [`crate::PromptKey`]).
+    pub fn canonical(&self) -> Self {
+        let mut numbers = self.numbers.clone();
+        numbers.sort_unstable();
+        Self { numbers, target: self.target, rules: self.rules }
     }
 
     /// The outcome of a completion (an expression), with the reason when not correct. Never
@@ -302,7 +311,7 @@ impl Solver {
 }
 
 /// One difficulty level of the Countdown generator.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CountdownLevel {
     /// How many numbers are given.
@@ -322,16 +331,19 @@ pub struct CountdownLevel {
 ///
 /// Default levels, graded by the mean [`solution_density`](CountdownTask::solution_density)
 /// (chance that a random combination of all numbers is correct; mean over 150 tasks per
-/// level, seed 2, printed by the `grading_report` test). Levels 2 and 4 have the shapes of TinyZero's Countdown-3 and Countdown-4
-/// (numbers up to 99, targets up to 99).
+/// level, seed 2, printed by the `grading_report` test), with the number of distinct prompts
+/// each can produce ([`distinct_prompts`](CountdownParams::distinct_prompts); prompts are
+/// counted up to the order of their numbers). Levels 3 and 5 have the shapes of TinyZero's
+/// Countdown-3 and Countdown-4 (numbers up to 99, targets up to 99).
 ///
-/// | level | numbers | range | targets | mean density |
-/// |---|---|---|---|---|
-/// | 0 | 2 | 1–9 | 1–99 | 0.19 |
-/// | 1 | 3 | 1–9 | 1–99 | 0.054 |
-/// | 2 | 3 | 1–99 | 1–99 | 0.042 |
-/// | 3 | 4 | 1–9 | 1–99 | 0.017 |
-/// | 4 | 4 | 1–99 | 1–99 | 0.0092 |
+/// | level | numbers | range | targets | mean density | distinct prompts |
+/// |---|---|---|---|---|---|
+/// | 0 | 2 | 1–9 | 1–99 | 0.19 | 138 |
+/// | 1 | 2 | 1–30 | 1–99 | 0.17 | 1 129 |
+/// | 2 | 3 | 1–9 | 1–99 | 0.049 | 2 144 |
+/// | 3 | 3 | 1–99 | 1–99 | 0.043 | 643 542 |
+/// | 4 | 4 | 1–9 | 1–99 | 0.016 | 22 786 |
+/// | 5 | 4 | 1–99 | 1–99 | 0.0092 | ≥ 2 000 000 |
 ///
 /// | field | default | meaning |
 /// |---|---|---|
@@ -353,7 +365,7 @@ impl Default for CountdownParams {
     fn default() -> Self {
         let l = |numbers, max_number, max_target| CountdownLevel { numbers, max_number, max_target };
         Self {
-            levels: vec![l(2, 9, 99), l(3, 9, 99), l(3, 99, 99), l(4, 9, 99), l(4, 99, 99)],
+            levels: vec![l(2, 9, 99), l(2, 30, 99), l(3, 9, 99), l(3, 99, 99), l(4, 9, 99), l(4, 99, 99)],
             rules: CountdownRules::default(),
             max_attempts: 10_000,
         }
@@ -403,6 +415,87 @@ impl CountdownParams {
             }
         }
         Err(TaskError::GenerationFailed { level, attempts: self.max_attempts })
+    }
+}
+
+impl CountdownParams {
+    /// How many distinct prompts (tasks up to the order of their numbers) the generator can
+    /// produce at `level`: every multiset of `numbers` values in `1..=max_number` times every
+    /// target in `1..=max_target` that some combination of all of them reaches with the
+    /// generator's operators. Counting stops once `cap` is reached (then
+    /// [`Capacity::exact`](crate::Capacity::exact) is `false`: "at least `cap`"), so large
+    /// levels cost no more than small ones.
+    ///
+    /// ```
+    /// use rlvr_tasks::CountdownParams;
+    /// let p = CountdownParams::default();
+    /// let c = p.distinct_prompts(0, u64::MAX)?;   // two numbers from 1-9
+    /// assert!(c.exact && c.distinct < 400);
+    /// assert!(!p.distinct_prompts(4, 1000)?.exact); // four numbers from 1-99: at least 1000
+    /// # Ok::<(), rlvr_tasks::TaskError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`TaskError::LevelOutOfRange`] and the errors of [`check`](Self::check).
+    pub fn distinct_prompts(&self, level: usize, cap: u64) -> Result<crate::Capacity> {
+        self.check()?;
+        let l = *self.levels.get(level).ok_or(TaskError::LevelOutOfRange { level, levels: self.levels.len() })?;
+        let mut count = 0u64;
+        let mut numbers = Vec::with_capacity(l.numbers);
+        let mut targets = std::collections::HashSet::new();
+        let complete = multisets(&mut numbers, l.numbers, 1, l.max_number, &mut |ms| {
+            targets.clear();
+            reachable(ms, &mut targets);
+            count += targets.iter().filter(|t| (1..=l.max_target).contains(*t)).count() as u64;
+            count < cap
+        });
+        Ok(crate::Capacity { distinct: count.min(cap), exact: complete && count < cap })
+    }
+}
+
+/// Calls `f` on every non-decreasing sequence of `len` values in `lo..=hi` extending `prefix`;
+/// stops (returning `false`) as soon as `f` returns `false`.
+fn multisets(prefix: &mut Vec<i64>, len: usize, lo: i64, hi: i64, f: &mut dyn FnMut(&[i64]) -> bool) -> bool {
+    if prefix.len() == len {
+        return f(prefix);
+    }
+    for v in lo..=hi {
+        prefix.push(v);
+        let go_on = multisets(prefix, len, v, hi, f);
+        prefix.pop();
+        if !go_on {
+            return false;
+        }
+    }
+    true
+}
+
+/// Every value [`random_combination`] can return for `numbers`.
+fn reachable(numbers: &[i64], out: &mut std::collections::HashSet<i64>) {
+    if let [single] = numbers {
+        out.insert(*single);
+        return;
+    }
+    for i in 0..numbers.len() {
+        for j in (i + 1)..numbers.len() {
+            let (a, b) = (numbers[i], numbers[j]);
+            let (hi, lo) = (a.max(b), a.min(b));
+            let mut next: Vec<i64> =
+                numbers.iter().enumerate().filter(|(k, _)| *k != i && *k != j).map(|(_, x)| *x).collect();
+            for v in [
+                a.checked_add(b),
+                (hi > lo).then(|| hi - lo),
+                a.checked_mul(b),
+                (lo > 1 && hi % lo == 0).then(|| hi / lo),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                next.push(v);
+                reachable(&next, out);
+                next.pop();
+            }
+        }
     }
 }
 
@@ -523,7 +616,7 @@ mod tests {
         let mut rng = rl_core::rng_from_seed(0);
         assert_eq!(
             CountdownParams::default().generate(9, &mut rng),
-            Err(TaskError::LevelOutOfRange { level: 9, levels: 5 })
+            Err(TaskError::LevelOutOfRange { level: 9, levels: 6 })
         );
         let p = CountdownParams {
             levels: vec![CountdownLevel { numbers: 3, max_number: 1, max_target: 99 }],

@@ -51,6 +51,26 @@ pub enum TaskError {
         /// Attempts made.
         attempts: usize,
     },
+    /// Pools ask a level for more distinct prompts than its generator can produce.
+    #[error("level {level} can produce only {available} distinct prompts but the pools ask for {requested}")]
+    NotEnoughPrompts {
+        /// The level.
+        level: usize,
+        /// Prompts the pools ask for (all pools together).
+        requested: usize,
+        /// Distinct prompts the level can produce.
+        available: u64,
+    },
+    /// Every one of `draws` draws repeated a problem already taken by an earlier prompt.
+    #[error("pool `{pool}`: {draws} draws at level {level} all repeated problems already taken; ask for fewer prompts of this level")]
+    LevelExhausted {
+        /// The pool's name.
+        pool: String,
+        /// The level.
+        level: usize,
+        /// Draws made for the prompt.
+        draws: usize,
+    },
     /// The solver proved that a task has no solution.
     #[error("task `{task}` has no solution")]
     NoSolution {

@@ -65,7 +65,7 @@ impl Op {
 }
 
 /// How division is evaluated.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DivisionRule {
     /// Exact rational division, so intermediate fractions are allowed (`6/4*2 = 3`). This is

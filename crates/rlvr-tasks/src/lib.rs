@@ -54,7 +54,7 @@ pub use arithmetic::{ArithLevel, ArithOp, ArithParams, ArithTask};
 pub use countdown::{CountdownLevel, CountdownParams, CountdownRules, CountdownTask, NumberUse};
 pub use error::{Result, TaskError};
 pub use expr::DivisionRule;
-pub use pool::{Family, PoolParams, Prompt, PromptPool, Task};
+pub use pool::{Capacity, Family, PoolParams, PoolRequest, Prompt, PromptKey, PromptPool, Task};
 pub use rational::Rational;
 pub use tokenizer::CharTokenizer;
 pub use verdict::{InvalidReason, MalformedReason, Outcome, RewardParams, Verdict};

@@ -16,10 +16,12 @@ use rl_core::Params;
 use std::path::{Path, PathBuf};
 
 use rl_lm::LmConfig;
-use rlvr_core::{DecoupledParams, LossParams};
-use rlvr_replay::ReplayParams;
-use rlvr_select::neural::GpsParams;
-use rlvr_select::{DpsParams, MoppsParams};
+use rlvr_core::{DecoupledParams, EffectivenessRule, LossParams};
+use rlvr_replay::{ReplayParams, Shortfall};
+use rlvr_select::neural::{GpsParams, MptsParams, PdtsParams};
+use rlvr_select::{
+    DpsParams, DrmParams, FilterParams, GdrmParams, HistoryResamplingParams, MoppsParams, RiskFromRewards,
+};
 use rlvr_tasks::{CharTokenizer, Family, PoolParams, RewardParams};
 use serde::{Deserialize, Serialize};
 
@@ -48,6 +50,12 @@ pub struct RunConfig {
     /// `ReplayParams`'s), `replay = true` (all defaults) or `replay = false` (off).
     #[serde(with = "replay_setting")]
     pub replay: Option<ReplayParams>,
+    /// Which groups count as effective — in the replay buffer (what POPO replaces, what gets
+    /// zero advantages without replay), in the trainer's metrics and in the summary. Default
+    /// by outcome (some responses right, some wrong; `rlvr_core::EffectivenessRule::Outcome`);
+    /// `{ reward_std = { tol = 1e-6 } }` judges by reward variance instead, which counts an
+    /// all-wrong group mixing the format reward 0.1 with 0 as effective. Metrics report both.
+    pub effectiveness: EffectivenessRule,
     /// The policy loss (any `rlvr-core` loss, aggregation, KL, correction).
     pub loss: LossParams,
     /// Held-out evaluation.
@@ -66,6 +74,7 @@ impl Default for RunConfig {
             rl: RlConfig::default(),
             selector: SelectorConfig::Dps { params: DpsParams::default() },
             replay: Some(ReplayParams::new(RlConfig::default().group_size)),
+            effectiveness: EffectivenessRule::default(),
             loss: LossParams::default().correction(Some(DecoupledParams::default())),
             eval: EvalConfig::default(),
         }
@@ -101,6 +110,17 @@ impl RunConfig {
         toml::to_string_pretty(self).map_err(|e| invalid("config", "(serialise)", &e.to_string()))
     }
 
+    /// The replay parameters the trainer's buffer uses: `replay` (POPO) or, when replay is
+    /// off, a buffer that stores nothing and keeps every group in its slot (ineffective ones
+    /// with zero advantages: plain GRPO); either way with the run's `effectiveness` rule.
+    pub fn replay_params(&self) -> ReplayParams {
+        let base = match &self.replay {
+            Some(r) => r.clone(),
+            None => ReplayParams::new(self.rl.group_size).max_age(0).shortfall(Shortfall::KeepIneffective),
+        };
+        base.effectiveness(self.effectiveness.clone())
+    }
+
     /// Validates every section; the error names the first bad field.
     ///
     /// # Errors
@@ -115,6 +135,12 @@ impl RunConfig {
         if self.task.eval_prompts == 0 {
             return Err(invalid("task.eval_prompts", 0, "need at least one held-out prompt"));
         }
+        for (j, m) in self.task.mix.iter().enumerate() {
+            m.pool.check()?;
+            if m.train_prompts + m.eval_prompts == 0 {
+                return Err(invalid(&format!("task.mix[{j}].train_prompts"), 0, "a mixed pool needs some prompts"));
+            }
+        }
         if self.task.eval_seed == self.task.pool.seed {
             return Err(invalid("task.eval_seed", self.task.eval_seed, "must differ from task.pool.seed (held out)"));
         }
@@ -127,7 +153,15 @@ impl RunConfig {
         self.rl.check()?;
         self.eval.check()?;
         self.loss.check()?;
+        self.effectiveness.validate_at("effectiveness")?;
         if let Some(r) = &self.replay {
+            if r.effectiveness != ReplayParams::default().effectiveness && r.effectiveness != self.effectiveness {
+                return Err(invalid(
+                    "replay.effectiveness",
+                    format!("{:?}", r.effectiveness),
+                    "differs from the run's `effectiveness` (set the rule there: the trainer, the buffer and the metrics use one)",
+                ));
+            }
             r.clone().check()?;
             if r.group_size != self.rl.group_size {
                 return Err(invalid("replay.group_size", r.group_size, "must equal rl.group_size"));
@@ -152,17 +186,53 @@ pub struct TaskConfig {
     pub eval_seed: u64,
     /// Rewards: 1 correct, 0.1 well-formed but wrong, 0 malformed (TinyZero, as in the papers).
     pub rewards: RewardParams,
+    /// More pools mixed in (another family, other levels): their prompts follow `pool`'s in
+    /// both the training and the held-out set, and all are disjoint from each other.
+    pub mix: Vec<MixedPool>,
 }
 
 impl Default for TaskConfig {
     fn default() -> Self {
         Self {
-            pool: PoolParams::new(Family::Countdown, 0).levels([0, 1]),
-            train_prompts: 2000,
-            eval_prompts: 512,
+            pool: PoolParams::new(Family::Countdown, 0).levels([1, 2]),
+            train_prompts: 1600,
+            eval_prompts: 400,
             eval_seed: 1_000_003,
             rewards: RewardParams::default(),
+            mix: Vec::new(),
         }
+    }
+}
+
+impl TaskConfig {
+    /// Training prompts of all pools (`train_prompts` plus the mixed pools').
+    pub fn total_train_prompts(&self) -> usize {
+        self.train_prompts + self.mix.iter().map(|m| m.train_prompts).sum::<usize>()
+    }
+
+    /// Held-out prompts of all pools.
+    pub fn total_eval_prompts(&self) -> usize {
+        self.eval_prompts + self.mix.iter().map(|m| m.eval_prompts).sum::<usize>()
+    }
+}
+
+/// A pool mixed into the task set ([`TaskConfig::mix`]): its generator parameters and how many
+/// of its prompts go to training and to the held-out set. Its held-out prompts are drawn from
+/// `derive_seed(task.eval_seed, j + 1)` for the `j`-th mixed pool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MixedPool {
+    /// Family, levels and generator parameters.
+    pub pool: PoolParams,
+    /// Training prompts from this pool.
+    pub train_prompts: usize,
+    /// Held-out prompts from this pool.
+    pub eval_prompts: usize,
+}
+
+impl Default for MixedPool {
+    fn default() -> Self {
+        Self { pool: PoolParams::new(Family::Arithmetic, 0), train_prompts: 0, eval_prompts: 0 }
     }
 }
 
@@ -202,7 +272,8 @@ impl SftConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RlConfig {
-    /// Maximum training steps (one optimizer step each).
+    /// Maximum training steps (rollout batches; each makes `ppo_epochs × ppo_mini_batches`
+    /// optimizer steps).
     pub steps: usize,
     /// Stop once this many rollouts (training + selection) are spent; `None`: run all steps.
     pub rollout_budget: Option<u64>,
@@ -212,6 +283,12 @@ pub struct RlConfig {
     pub group_size: usize,
     /// Candidate prompts per step for predictive selectors, as a multiple `r` of `B`.
     pub candidate_ratio: usize,
+    /// Mini-batches each rollout batch is split into, whole groups each (verl:
+    /// `train_batch_size / ppo_mini_batch_size`, 4 with its defaults): one optimizer step per
+    /// mini-batch, so every mini-batch after the first is off-policy and the clip can act.
+    pub ppo_mini_batches: usize,
+    /// Passes over the rollout batch (verl `ppo_epochs`, default 1).
+    pub ppo_epochs: usize,
     /// Adam learning rate.
     pub lr: f64,
     /// Global gradient-norm clip (`None`: off).
@@ -232,6 +309,8 @@ impl Default for RlConfig {
             batch_prompts: 32,
             group_size: 8,
             candidate_ratio: 4,
+            ppo_mini_batches: 4,
+            ppo_epochs: 1,
             lr: 3e-4,
             grad_clip: Some(1.0),
             temperature: 1.0,
@@ -251,6 +330,16 @@ impl RlConfig {
         }
         if self.candidate_ratio == 0 {
             return Err(invalid("rl.candidate_ratio", 0, "must be >= 1"));
+        }
+        if self.ppo_mini_batches == 0 || self.ppo_mini_batches > self.batch_prompts {
+            return Err(invalid(
+                "rl.ppo_mini_batches",
+                self.ppo_mini_batches,
+                "must be in 1..=rl.batch_prompts (mini-batches hold whole groups)",
+            ));
+        }
+        if self.ppo_epochs == 0 {
+            return Err(invalid("rl.ppo_epochs", 0, "must be >= 1"));
         }
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(invalid("rl.lr", self.lr, "must be finite and > 0"));
@@ -273,18 +362,44 @@ impl RlConfig {
     }
 }
 
-/// Which `rlvr-select` selector picks each step's prompts.
+/// Which `rlvr-select` selector picks each step's prompts: every selector of the crate. To
+/// use a selector of your own, hand it to [`crate::TrainerBuilder::selector`] instead.
+///
+/// Rollout-based selectors (`dynamic_sampling`, `online_difficulty`, `drm`) spend rollouts
+/// through the trainer's policy and train on the groups they keep; their group size is always
+/// `rl.group_size`. The feature-based ones (`gps`, `mpts`, `pdts`) see each prompt as a hashed
+/// character n-gram embedding of its text (`embed_dim` floats).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
 pub enum SelectorConfig {
     /// `B` prompts uniformly (an epoch-shuffled data loader).
     Uniform,
+    /// History resampling (the DPS paper's baseline): within an epoch, skip prompts whose group
+    /// was all-correct earlier in the epoch.
+    HistoryResampling {
+        /// Parameters (`epoch_steps`: steps per epoch; none = the whole run is one epoch).
+        #[serde(default)]
+        params: HistoryResamplingParams,
+    },
     /// DAPO dynamic sampling: roll out generation batches of `B`, keep groups with mixed
     /// success, stop at `B` kept or after `max_gen_batches` batches.
     DynamicSampling {
         /// Cap on generation batches per step (DAPO: 10).
         #[serde(default = "default_gen_batches")]
         max_gen_batches: usize,
+    },
+    /// Online difficulty filtering: as dynamic sampling, keeping groups whose success rate lies
+    /// in `[p_lo, p_hi]`.
+    OnlineDifficulty {
+        /// Cap on generation batches per step.
+        #[serde(default = "default_gen_batches")]
+        max_gen_batches: usize,
+        /// Lower end of the kept success-rate band.
+        #[serde(default = "default_p_lo")]
+        p_lo: f64,
+        /// Upper end of the kept success-rate band.
+        #[serde(default = "default_p_hi")]
+        p_hi: f64,
     },
     /// MoPPS: Beta posterior per prompt, Thompson draw closest to the target rate.
     Mopps {
@@ -307,6 +422,37 @@ pub enum SelectorConfig {
         #[serde(default = "default_embed_dim")]
         embed_dim: usize,
     },
+    /// MPTS: a risk learner over prompt embeddings, UCB on the predicted risk (1 − success).
+    Mpts {
+        /// Parameters.
+        #[serde(default)]
+        params: MptsParams,
+        /// Embedding dimension of the hashed character n-grams.
+        #[serde(default = "default_embed_dim")]
+        embed_dim: usize,
+    },
+    /// PDTS: MPTS's risk learner with posterior sampling and a diversity term.
+    Pdts {
+        /// Parameters.
+        #[serde(default)]
+        params: PdtsParams,
+        /// Embedding dimension of the hashed character n-grams.
+        #[serde(default = "default_embed_dim")]
+        embed_dim: usize,
+    },
+    /// DRM: roll out every candidate and train on the `B` with the highest risk (CVaR).
+    Drm {
+        /// Risk of a group without an explicit risk.
+        #[serde(default = "default_risk")]
+        risk_from_rewards: RiskFromRewards,
+    },
+    /// GDRM: the first `B` candidates, each group's advantages scaled by its exponentiated-
+    /// gradient weight (a weighted loss for PPO-type losses, which are linear in the advantage).
+    Gdrm {
+        /// Parameters.
+        #[serde(default)]
+        params: GdrmParams,
+    },
 }
 
 fn default_gen_batches() -> usize {
@@ -317,6 +463,18 @@ fn default_embed_dim() -> usize {
     32
 }
 
+fn default_p_lo() -> f64 {
+    FilterParams::online_difficulty().p_lo
+}
+
+fn default_p_hi() -> f64 {
+    FilterParams::online_difficulty().p_hi
+}
+
+fn default_risk() -> RiskFromRewards {
+    DrmParams::default().risk_from_rewards
+}
+
 impl Default for SelectorConfig {
     fn default() -> Self {
         Self::Dps { params: DpsParams::default() }
@@ -324,25 +482,78 @@ impl Default for SelectorConfig {
 }
 
 impl SelectorConfig {
-    /// A short name for tables (`uniform`, `ds`, `mopps`, `dps`, `gps`).
+    /// Every short name, in the order of the variants.
+    pub const SHORT_NAMES: [&'static str; 11] =
+        ["uniform", "hr", "ds", "odf", "mopps", "dps", "gps", "mpts", "pdts", "drm", "gdrm"];
+
+    /// A short name for tables (one of [`SHORT_NAMES`](Self::SHORT_NAMES)).
     pub fn short_name(&self) -> &'static str {
         match self {
             Self::Uniform => "uniform",
+            Self::HistoryResampling { .. } => "hr",
             Self::DynamicSampling { .. } => "ds",
+            Self::OnlineDifficulty { .. } => "odf",
             Self::Mopps { .. } => "mopps",
             Self::Dps { .. } => "dps",
             Self::Gps { .. } => "gps",
+            Self::Mpts { .. } => "mpts",
+            Self::Pdts { .. } => "pdts",
+            Self::Drm { .. } => "drm",
+            Self::Gdrm { .. } => "gdrm",
+        }
+    }
+
+    /// The selector of a short name (or its TOML `kind`) with default parameters.
+    pub fn from_short_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "uniform" => Self::Uniform,
+            "hr" | "history_resampling" => Self::HistoryResampling { params: HistoryResamplingParams::default() },
+            "ds" | "dynamic_sampling" => Self::DynamicSampling { max_gen_batches: default_gen_batches() },
+            "odf" | "online_difficulty" => Self::OnlineDifficulty {
+                max_gen_batches: default_gen_batches(),
+                p_lo: default_p_lo(),
+                p_hi: default_p_hi(),
+            },
+            "mopps" => Self::Mopps { params: MoppsParams::default() },
+            "dps" => Self::Dps { params: DpsParams::default() },
+            "gps" => Self::Gps { params: GpsParams::default(), embed_dim: default_embed_dim() },
+            "mpts" => Self::Mpts { params: MptsParams::default(), embed_dim: default_embed_dim() },
+            "pdts" => Self::Pdts { params: PdtsParams::default(), embed_dim: default_embed_dim() },
+            "drm" => Self::Drm { risk_from_rewards: default_risk() },
+            "gdrm" => Self::Gdrm { params: GdrmParams::default() },
+            _ => return None,
+        })
+    }
+
+    /// The filter parameters of `dynamic_sampling` / `online_difficulty` for `group_size`.
+    pub(crate) fn filter_params(&self, group_size: usize) -> Option<FilterParams> {
+        match self {
+            Self::DynamicSampling { max_gen_batches } => {
+                Some(FilterParams { group_size, max_gen_batches: *max_gen_batches, ..FilterParams::dynamic_sampling() })
+            }
+            Self::OnlineDifficulty { max_gen_batches, p_lo, p_hi } => Some(FilterParams {
+                group_size,
+                max_gen_batches: *max_gen_batches,
+                p_lo: *p_lo,
+                p_hi: *p_hi,
+                ..FilterParams::online_difficulty()
+            }),
+            _ => None,
         }
     }
 
     fn check(&self, group_size: usize) -> Result<()> {
+        if let Some(f) = self.filter_params(group_size) {
+            if f.max_gen_batches == 0 {
+                return Err(invalid("selector.max_gen_batches", 0, "must be >= 1"));
+            }
+            f.check()?;
+            return Ok(());
+        }
         match self {
-            Self::Uniform => Ok(()),
-            Self::DynamicSampling { max_gen_batches } => {
-                if *max_gen_batches == 0 {
-                    return Err(invalid("selector.max_gen_batches", 0, "must be >= 1"));
-                }
-                rlvr_select::FilterParams { group_size, ..rlvr_select::FilterParams::dynamic_sampling() }.check()?;
+            Self::Uniform | Self::DynamicSampling { .. } | Self::OnlineDifficulty { .. } => Ok(()),
+            Self::HistoryResampling { params } => {
+                rlvr_select::HistoryResampling::new((*params).check()?)?;
                 Ok(())
             }
             Self::Mopps { params } => {
@@ -354,14 +565,37 @@ impl SelectorConfig {
                 Ok(())
             }
             Self::Gps { params, embed_dim } => {
-                if *embed_dim == 0 {
-                    return Err(invalid("selector.embed_dim", 0, "must be >= 1"));
-                }
+                check_embed_dim(*embed_dim)?;
                 params.check()?;
+                Ok(())
+            }
+            Self::Mpts { params, embed_dim } => {
+                check_embed_dim(*embed_dim)?;
+                rlvr_select::neural::Mpts::new(params.clone().check()?, *embed_dim)?;
+                Ok(())
+            }
+            Self::Pdts { params, embed_dim } => {
+                check_embed_dim(*embed_dim)?;
+                rlvr_select::neural::Pdts::new(params.clone().check()?, *embed_dim)?;
+                Ok(())
+            }
+            Self::Drm { risk_from_rewards } => {
+                rlvr_select::Drm::new(DrmParams { group_size, risk_from_rewards: *risk_from_rewards }.check()?)?;
+                Ok(())
+            }
+            Self::Gdrm { params } => {
+                rlvr_select::Gdrm::new((*params).check()?)?;
                 Ok(())
             }
         }
     }
+}
+
+fn check_embed_dim(embed_dim: usize) -> Result<()> {
+    if embed_dim == 0 {
+        return Err(invalid("selector.embed_dim", 0, "must be >= 1"));
+    }
+    Ok(())
 }
 
 /// Held-out evaluation.

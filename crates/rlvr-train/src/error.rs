@@ -51,6 +51,15 @@ pub enum TrainError {
         /// RL step (or SFT step).
         step: u64,
     },
+    /// A checkpoint that cannot resume this trainer: another run's config or selector, or
+    /// contents that contradict each other. Names the directory and what is wrong.
+    #[error("checkpoint {path}: {reason}")]
+    Checkpoint {
+        /// The checkpoint directory.
+        path: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Tasks, verifier or tokenizer.
     #[error(transparent)]
     Task(#[from] rlvr_tasks::TaskError),

@@ -26,8 +26,8 @@ pub struct EvalReport {
     pub mean_reward: f64,
     /// Share of malformed samples (reward 0).
     pub malformed: f64,
-    /// pass@1 per difficulty level.
-    pub pass_at_1_by_level: BTreeMap<usize, f64>,
+    /// pass@1 per family and difficulty level (`"countdown/2"`).
+    pub pass_at_1_by_level: BTreeMap<String, f64>,
 }
 
 /// Unbiased pass@k of one prompt with `c` correct among `n` samples.
@@ -70,7 +70,7 @@ pub fn evaluate<R: Rng + ?Sized>(
         &mut times,
     )?;
     let (mut p1, mut pk, mut reward, mut malformed) = (0.0, 0.0, 0.0, 0.0);
-    let mut by_level: BTreeMap<usize, (f64, usize)> = BTreeMap::new();
+    let mut by_level: BTreeMap<String, (f64, usize)> = BTreeMap::new();
     for g in &groups {
         let c = g.correct.iter().filter(|&&x| x).count();
         let rate = c as f64 / cfg.samples as f64;
@@ -78,7 +78,7 @@ pub fn evaluate<R: Rng + ?Sized>(
         pk += pass_at_k(cfg.samples, c, cfg.k);
         reward += g.rewards.iter().map(|&r| f64::from(r)).sum::<f64>() / cfg.samples as f64;
         malformed += g.malformed.iter().filter(|&&m| m).count() as f64 / cfg.samples as f64;
-        let e = by_level.entry(tasks.eval.level(g.index).unwrap_or(0)).or_insert((0.0, 0));
+        let e = by_level.entry(tasks.eval.level_label(g.index).unwrap_or_default()).or_insert((0.0, 0));
         e.0 += rate;
         e.1 += 1;
     }

@@ -51,9 +51,12 @@ pub mod sft;
 mod tasks;
 mod trainer;
 
-pub use config::{EvalConfig, RlConfig, RunConfig, SelectorConfig, SftConfig, TaskConfig};
+pub use config::{EvalConfig, MixedPool, RlConfig, RunConfig, SelectorConfig, SftConfig, TaskConfig};
 pub use error::{Result, TrainError};
 pub use eval::{pass_at_k, EvalReport};
 pub use rollout::{GroupSampling, RolloutGroup, RolloutTimes};
 pub use tasks::{PoolSide, TaskSet};
-pub use trainer::{device_of, EvalPoint, RolloutCounts, RunSummary, StepRecord, TimeSplit, Trainer};
+pub use trainer::{
+    device_of, EvalPoint, GeneratedGroups, RolloutCounts, RunSummary, StepRecord, TimeSplit, Trainer, TrainerBuilder,
+    UpdateStats,
+};

@@ -130,21 +130,22 @@ pub fn plot_panels(path: impl AsRef<Path>, title: &str, panels: &[Panel]) -> Res
 /// A Markdown table of one or more run summaries.
 pub fn summary_table(rows: &[(String, &RunSummary)]) -> String {
     let mut s = String::from(
-        "| run | steps | rollouts | pass@1 before | pass@1 after | pass@k after | generated effective | batch effective | s/step |\n\
-         |---|---|---|---|---|---|---|---|---|\n",
+        "| run | steps | rollouts | pass@1 before | pass@1 after | pass@k after | generated effective (outcome) | generated with reward variance | batch effective | s/step |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (label, r) in rows {
         let t = r.seconds;
         let per_step = (t.generation + t.scoring + t.selection + t.loss) / r.steps.max(1) as f64;
         s.push_str(&format!(
-            "| {label} | {} | {} | {:.3} | {:.3} | {:.3} (k={}) | {:.2} | {:.2} | {:.2} |\n",
+            "| {label} | {} | {} | {:.3} | {:.3} | {:.3} (k={}) | {:.2} | {:.2} | {:.2} | {:.2} |\n",
             r.steps,
             r.rollouts.total(),
             r.initial.pass_at_1,
             r.last.pass_at_1,
             r.last.pass_at_k,
             r.last.k,
-            r.generated_effective_ratio,
+            r.generated_mixed_outcome_ratio,
+            r.generated_reward_variance_ratio,
             r.batch_effective_ratio,
             per_step,
         ));

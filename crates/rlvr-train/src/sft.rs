@@ -2,9 +2,10 @@
 //! from a policy with partial accuracy (mixed groups), as it would from a real base model.
 
 use rand::Rng;
+use rl_core::Params;
 use rl_lm::{LogProbOptions, SequenceBatch, TransformerLm};
+use rl_nn::{Adam, AdamParams};
 use rlvr_tasks::CharTokenizer;
-use tch::nn::OptimizerConfig;
 use tch::Kind;
 
 use crate::config::SftConfig;
@@ -29,7 +30,7 @@ pub fn warm_start<R: Rng + ?Sized>(
     }
     let solutions = tasks.solutions()?;
     let n = tasks.train.len();
-    let mut opt = tch::nn::Adam::default().build(lm.var_store(), cfg.lr)?;
+    let mut opt = Adam::for_var_store(AdamParams::default().lr(cfg.lr).check()?, lm.var_store())?;
     let mut losses = Vec::with_capacity(cfg.steps);
     let mut prompts: Vec<&[i64]> = Vec::with_capacity(cfg.batch_size);
     let mut targets: Vec<&[i64]> = Vec::with_capacity(cfg.batch_size);
@@ -49,9 +50,7 @@ pub fn warm_start<R: Rng + ?Sized>(
         if !value.is_finite() {
             return Err(TrainError::NonFinite { what: "warm-start loss".into(), step: step as u64 });
         }
-        opt.zero_grad();
-        loss.f_backward()?;
-        opt.step();
+        opt.backward_step(&loss)?;
         losses.push(value);
         on_step(step, value);
     }

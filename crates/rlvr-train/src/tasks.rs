@@ -1,7 +1,7 @@
 //! The training and held-out prompt pools, tokenized once, with the solver's solutions for the
 //! warm start.
 
-use rlvr_tasks::{CharTokenizer, PromptPool, RewardParams, Task, Verdict};
+use rlvr_tasks::{CharTokenizer, PoolRequest, PromptPool, RewardParams, Task, Verdict};
 
 use crate::config::TaskConfig;
 use crate::error::{Result, TrainError};
@@ -48,39 +48,127 @@ impl PoolSide {
     pub fn level(&self, index: usize) -> Option<usize> {
         self.pool.prompts().get(index).map(|p| p.level)
     }
+
+    /// `"<family>/<level>"` of the prompt at `index` (`"countdown/2"`, `"arithmetic/1"`): the
+    /// key of per-level figures.
+    pub fn level_label(&self, index: usize) -> Option<String> {
+        self.pool.prompts().get(index).map(level_label)
+    }
 }
 
-/// Training pool (ids `0..n`, which are also indices) and held-out pool.
+/// Training pool (ids `0..n`, which are also indices) and held-out pool, disjoint by
+/// construction: no held-out problem appears in the training pool, not even with its numbers
+/// reordered ([`rlvr_tasks::PromptKey`]).
 #[derive(Debug, Clone)]
 pub struct TaskSet {
     /// The tokenizer.
     pub tokenizer: CharTokenizer,
     /// Training prompts; prompt id = index.
     pub train: PoolSide,
-    /// Held-out prompts (never trained on).
+    /// Held-out prompts: never trained on, and no training prompt poses one of their problems.
     pub eval: PoolSide,
     /// The reward of a verdict.
     pub rewards: RewardParams,
 }
 
 impl TaskSet {
-    /// Generates both pools from the config.
+    /// Generates both pools from the config: the held-out pool first (from `eval_seed`, an
+    /// unbiased sample of the generator), then the training pool from the problems the
+    /// held-out pool did not take ([`PromptPool::generate_disjoint`]).
     ///
     /// # Errors
-    /// Generator parameters out of range.
+    /// Generator parameters out of range; [`rlvr_tasks::TaskError::NotEnoughPrompts`] when the
+    /// two pools ask a level for more distinct prompts than it can produce.
     pub fn new(cfg: &TaskConfig) -> Result<Self> {
         let tokenizer = CharTokenizer::new();
-        let train_params = cfg.pool.clone().first_id(0);
-        let train = PromptPool::generate(&train_params, cfg.train_prompts)?;
-        let mut eval_params = cfg.pool.clone().first_id(0);
-        eval_params.seed = cfg.eval_seed;
-        let eval = PromptPool::generate(&eval_params, cfg.eval_prompts)?;
+        // (params, train n, held-out params, held-out n) of the primary pool and each mixed one.
+        let mut parts = vec![(
+            cfg.pool.clone().first_id(0),
+            cfg.train_prompts,
+            cfg.pool.clone().first_id(0).seed(cfg.eval_seed),
+            cfg.eval_prompts,
+        )];
+        for (j, m) in cfg.mix.iter().enumerate() {
+            let eval_seed = rl_core::derive_seed(cfg.eval_seed, j as u64 + 1);
+            parts.push((
+                m.pool.clone().first_id(0),
+                m.train_prompts,
+                m.pool.clone().first_id(0).seed(eval_seed),
+                m.eval_prompts,
+            ));
+        }
+        // Every held-out pool first (unbiased samples of their generators), then the training ones.
+        let mut requests: Vec<PoolRequest<'_>> =
+            parts.iter().map(|(_, _, e, n)| PoolRequest { name: "held-out", params: e, n: *n }).collect();
+        requests.extend(parts.iter().map(|(t, n, _, _)| PoolRequest { name: "train", params: t, n: *n }));
+        let pools = PromptPool::generate_disjoint(&requests)?;
+        let (evals, trains) = pools.split_at(parts.len());
+        let concat = |ps: &[PromptPool]| {
+            PromptPool::from_prompts(
+                ps.iter()
+                    .flat_map(|p| p.iter().cloned())
+                    .enumerate()
+                    .map(|(i, p)| rlvr_tasks::Prompt { id: i as u64, ..p })
+                    .collect(),
+            )
+        };
+        let (train, eval) = (concat(trains), concat(evals));
         Ok(Self {
             train: PoolSide::new(train, &tokenizer)?,
             eval: PoolSide::new(eval, &tokenizer)?,
             tokenizer,
             rewards: cfg.rewards,
         })
+    }
+
+    /// A task set of your own pools. Training prompts are renumbered `0..n` (their position:
+    /// the ids the selectors see); held-out prompts keep their ids.
+    ///
+    /// # Errors
+    /// [`TrainError::InvalidConfig`] (`tasks.train` / `tasks.eval`) for an empty pool or a pool
+    /// that repeats a problem, and when a held-out problem is also a training problem (by
+    /// [`rlvr_tasks::PromptKey`]); [`rlvr_tasks::TaskError::UnknownChar`] for text the
+    /// tokenizer cannot encode.
+    pub fn from_pools(train: PromptPool, eval: PromptPool, rewards: RewardParams) -> Result<Self> {
+        for (name, pool) in [("tasks.train", &train), ("tasks.eval", &eval)] {
+            if pool.is_empty() {
+                return Err(crate::error::invalid(name, 0, "the pool is empty"));
+            }
+            let dup = pool.duplicates();
+            if dup > 0 {
+                return Err(crate::error::invalid(name, dup, "prompts repeat a problem of the same pool"));
+            }
+        }
+        let shared = eval.overlap(&train);
+        if shared > 0 {
+            return Err(crate::error::invalid(
+                "tasks.eval",
+                shared,
+                "held-out prompts pose problems of the training pool (by canonical form)",
+            ));
+        }
+        rewards.check()?;
+        let train = PromptPool::from_prompts(
+            train
+                .into_prompts()
+                .into_iter()
+                .enumerate()
+                .map(|(i, p)| rlvr_tasks::Prompt { id: i as u64, ..p })
+                .collect(),
+        );
+        let tokenizer = CharTokenizer::new();
+        Ok(Self {
+            train: PoolSide::new(train, &tokenizer)?,
+            eval: PoolSide::new(eval, &tokenizer)?,
+            tokenizer,
+            rewards,
+        })
+    }
+
+    /// Held-out prompts whose problem ([`rlvr_tasks::PromptKey`]) is also in the training
+    /// pool: 0 by construction (the demo prints it next to the accuracy).
+    pub fn overlap(&self) -> usize {
+        self.eval.pool.overlap(&self.train.pool)
     }
 
     /// The training prompt with id `id` (its index).
@@ -114,4 +202,13 @@ impl TaskSet {
             })
             .collect()
     }
+}
+
+/// `"<family>/<level>"` of a prompt.
+pub(crate) fn level_label(p: &rlvr_tasks::Prompt) -> String {
+    let family = match p.task.family() {
+        rlvr_tasks::Family::Countdown => "countdown",
+        rlvr_tasks::Family::Arithmetic => "arithmetic",
+    };
+    format!("{family}/{}", p.level)
 }

@@ -2,23 +2,25 @@
 //! the loss, step the optimizer, feed the outcomes back to the selector.
 
 use std::collections::HashMap;
+use std::path::Path;
 use std::time::Instant;
 
+use rand::seq::SliceRandom;
 use rand::RngCore;
 use rl_core::{derive_seed_named, rng_from_seed, Metrics, Params, SeededRng};
 use rl_lm::{LogProbOptions, SamplingParams, SequenceBatch, TransformerLm};
-use rlvr_core::LossConfig;
+use rl_nn::{Adam, AdamParams, LoadMode};
+use rlvr_core::{EffectivenessRule, LossConfig};
 use rlvr_replay::tensor::TensorBatch;
-use rlvr_replay::{FilledBatch, GroupReplayBuffer, ReplayParams, Shortfall};
+use rlvr_replay::{FilledBatch, GroupReplayBuffer, ReplayCheckpoint};
 use rlvr_select::embed::{EmbedParams, HashedNgramEmbedder};
-use rlvr_select::neural::Gps;
+use rlvr_select::neural::{Gps, Mpts, Pdts};
 use rlvr_select::{
-    CandidateSource, Dps, DynamicSampling, EpochWindow, FilterParams, ItemId, Mopps, Outcome, RolloutOracle, Selector,
-    Uniform,
+    CandidateSource, Dps, Drm, DrmParams, DynamicSampling, EpochWindow, Gdrm, HistoryResampling, ItemId, Mopps,
+    OnlineDifficultyFilter, Outcome, RolloutOracle, Selector, Uniform,
 };
 use rlvr_tasks::CharTokenizer;
 use serde::{Deserialize, Serialize};
-use tch::nn::{Optimizer, OptimizerConfig};
 use tch::{Device, Kind, Tensor};
 
 use crate::config::{RunConfig, SelectorConfig};
@@ -41,6 +43,40 @@ impl RolloutCounts {
     /// All rollouts.
     pub fn total(&self) -> u64 {
         self.train + self.selection
+    }
+}
+
+/// Groups generated so far (for the selected prompts and inside selection), by which
+/// definition of "effective" they meet.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GeneratedGroups {
+    /// All generated groups.
+    pub groups: u64,
+    /// Effective by the run's rule (`effectiveness`, by outcome unless configured otherwise).
+    pub effective: u64,
+    /// With some correct and some wrong responses.
+    pub mixed_outcome: u64,
+    /// With reward variance (counts shaped partial credit: an all-wrong group mixing 0.1 and 0).
+    pub reward_variance: u64,
+}
+
+impl GeneratedGroups {
+    fn add(&mut self, g: &RolloutGroup, rule: &EffectivenessRule) {
+        self.groups += 1;
+        self.effective += u64::from(g.verdict(rule).is_effective());
+        self.mixed_outcome += u64::from(g.has_mixed_outcome());
+        self.reward_variance += u64::from(g.has_reward_variance());
+    }
+
+    fn merge(&mut self, o: &Self) {
+        self.groups += o.groups;
+        self.effective += o.effective;
+        self.mixed_outcome += o.mixed_outcome;
+        self.reward_variance += o.reward_variance;
+    }
+
+    fn ratio(&self, n: u64) -> f64 {
+        n as f64 / self.groups.max(1) as f64
     }
 }
 
@@ -68,10 +104,41 @@ pub struct StepRecord {
     pub success_rate: f64,
     /// Groups in the trained batch.
     pub batch_groups: usize,
-    /// Groups in the trained batch with reward variance (non-zero advantages).
+    /// Groups in the trained batch that are effective by the run's rule (fresh effective or
+    /// replayed; the others have zero advantages).
     pub batch_effective: usize,
+    /// One entry per optimizer step (`ppo_epochs × ppo_mini_batches`, fewer when the batch
+    /// has fewer groups than mini-batches; empty when nothing was trained), in order.
+    pub updates: Vec<UpdateStats>,
     /// Every metric of the step (what the JSONL log gets).
     pub metrics: Metrics,
+}
+
+/// One optimizer step of a rollout batch: which mini-batch, and what the loss reported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateStats {
+    /// Pass over the batch (0-based, `< rl.ppo_epochs`).
+    pub epoch: usize,
+    /// Mini-batch index within the pass.
+    pub mini_batch: usize,
+    /// Groups in the mini-batch.
+    pub groups: usize,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// The loss's metrics on this mini-batch: the first update of a batch is on-policy (ratio
+    /// 1, clip fraction 0 on fresh rows); later ones are not.
+    pub loss: rlvr_core::LossMetrics,
+}
+
+/// A mini-batch, prepared once per rollout batch.
+struct MiniBatch {
+    groups: usize,
+    tb: TensorBatch,
+    seq: SequenceBatch,
+    /// Log-probs of the policy that generated the batch, computed before the first update.
+    old: Tensor,
+    /// Behaviour log-probs: `old` on fresh rows, the stored ones on replayed rows.
+    behave: Tensor,
 }
 
 /// End-of-run summary.
@@ -85,6 +152,10 @@ pub struct RunSummary {
     pub replay: bool,
     /// Seed.
     pub seed: u64,
+    /// Held-out prompts whose problem is also in the training pool (0 by construction,
+    /// [`TaskSet::overlap`]).
+    #[serde(default)]
+    pub held_out_overlap: usize,
     /// RL steps done.
     pub steps: u64,
     /// Rollouts spent.
@@ -95,9 +166,21 @@ pub struct RunSummary {
     pub last: EvalReport,
     /// Every evaluation of the run.
     pub curve: Vec<EvalPoint>,
-    /// Among generated groups (training and selection), the share with reward variance.
+    /// The effectiveness rule of the run (`outcome`, `reward_std`, ...).
+    #[serde(default)]
+    pub effectiveness: String,
+    /// Among generated groups (training and selection), the share effective by the run's rule
+    /// (by outcome by default: some responses right, some wrong — the DPS paper's
+    /// effective-sample ratio).
     pub generated_effective_ratio: f64,
-    /// Among trained groups, the share with reward variance (replay raises it).
+    /// Among generated groups, the share with some right and some wrong responses.
+    #[serde(default)]
+    pub generated_mixed_outcome_ratio: f64,
+    /// Among generated groups, the share with reward variance (includes all-wrong groups that
+    /// mix the format reward 0.1 with 0).
+    #[serde(default)]
+    pub generated_reward_variance_ratio: f64,
+    /// Among trained groups, the share effective by the run's rule (replay raises it).
     pub batch_effective_ratio: f64,
     /// Wall-clock seconds of the RL phase, by part.
     pub seconds: TimeSplit,
@@ -139,8 +222,8 @@ struct PolicyOracle<'a> {
     sampling: &'a SamplingParams,
     generated: HashMap<ItemId, RolloutGroup>,
     spent: u64,
-    effective: u64,
-    groups: u64,
+    counts: GeneratedGroups,
+    rule: &'a EffectivenessRule,
     times: RolloutTimes,
 }
 
@@ -164,8 +247,7 @@ impl RolloutOracle for PolicyOracle<'_> {
         let mut out = Vec::with_capacity(groups.len());
         for g in groups {
             self.spent += g.k() as u64;
-            self.groups += 1;
-            self.effective += u64::from(g.has_reward_variance());
+            self.counts.add(&g, self.rule);
             out.push(Outcome::new(g.index as ItemId, g.success_rewards()));
             self.generated.insert(g.index as ItemId, g);
         }
@@ -197,20 +279,80 @@ pub struct Trainer {
     selector: Box<dyn Selector + Send>,
     source: EpochWindow,
     buffer: GroupReplayBuffer,
-    opt: Optimizer,
+    opt: Adam,
     sampling: SamplingParams,
     rollout_rng: SeededRng,
     select_rng: SeededRng,
     eval_rng: SeededRng,
+    ppo_rng: SeededRng,
     step: u64,
     counts: RolloutCounts,
-    generated_groups: u64,
-    generated_effective: u64,
+    generated: GeneratedGroups,
     trained_groups: u64,
     trained_effective: u64,
     time: TimeSplit,
     warm_start_seconds: f64,
+    warm_started: bool,
     curve: Vec<EvalPoint>,
+}
+
+/// Kind and format version of a trainer checkpoint directory (`state.json`).
+const CHECKPOINT_KIND: &str = "rlvr_train";
+const CHECKPOINT_VERSION: u32 = 1;
+
+/// Everything of a [`Trainer`] that is not a tensor: what `state.json` holds.
+#[derive(Serialize, Deserialize)]
+struct TrainerState {
+    config: RunConfig,
+    selector: String,
+    selector_state: serde_json::Value,
+    source: EpochWindow,
+    replay: ReplayCheckpoint,
+    rollout_rng: SeededRng,
+    select_rng: SeededRng,
+    eval_rng: SeededRng,
+    ppo_rng: SeededRng,
+    step: u64,
+    counts: RolloutCounts,
+    generated: GeneratedGroups,
+    trained_groups: u64,
+    trained_effective: u64,
+    time: TimeSplit,
+    warm_start_seconds: f64,
+    warm_started: bool,
+    curve: Vec<EvalPoint>,
+}
+
+/// The config with the fields a resumed run may change (`rl.steps`, `rl.rollout_budget`,
+/// `device`) reset, as JSON, for comparing a checkpoint's config with a trainer's.
+fn resumable_view(cfg: &RunConfig) -> Result<serde_json::Value> {
+    let mut c = cfg.clone();
+    c.rl.steps = 0;
+    c.rl.rollout_budget = None;
+    c.device = String::new();
+    Ok(serde_json::to_value(&c)?)
+}
+
+/// The dotted path of the first field where `a` and `b` differ.
+fn first_difference(a: &serde_json::Value, b: &serde_json::Value, at: &str) -> Option<String> {
+    match (a, b) {
+        (serde_json::Value::Object(x), serde_json::Value::Object(y)) => {
+            for (k, va) in x {
+                let path = if at.is_empty() { k.clone() } else { format!("{at}.{k}") };
+                match y.get(k) {
+                    Some(vb) => {
+                        if let Some(p) = first_difference(va, vb, &path) {
+                            return Some(p);
+                        }
+                    }
+                    None => return Some(path),
+                }
+            }
+            y.keys().find(|k| !x.contains_key(*k)).map(|k| if at.is_empty() { k.clone() } else { format!("{at}.{k}") })
+        }
+        _ if a == b => None,
+        _ => Some(if at.is_empty() { "(root)".into() } else { at.to_string() }),
+    }
 }
 
 impl std::fmt::Debug for Trainer {
@@ -223,33 +365,117 @@ impl std::fmt::Debug for Trainer {
     }
 }
 
-impl Trainer {
-    /// Builds everything from a validated config: pools, model (seeded), selector, buffer,
-    /// loss and optimizer.
+/// Builds a [`Trainer`] from a config, with any of its parts supplied by the caller instead:
+/// a selector of your own (any [`Selector`]), your own task pools, your own policy.
+///
+/// ```no_run
+/// use rlvr_select::{Selector, Uniform};
+/// use rlvr_train::{RunConfig, TaskSet, Trainer};
+/// let cfg = RunConfig::default();
+/// let tasks = TaskSet::new(&cfg.task)?;                  // or TaskSet::from_pools(train, held_out, rewards)
+/// let trainer = Trainer::builder(cfg)
+///     .selector(Box::new(Uniform::new()))                 // any Box<dyn Selector + Send>
+///     .tasks(tasks)
+///     .build()?;
+/// assert_eq!(trainer.selector().name(), "uniform");
+/// # Ok::<(), rlvr_train::TrainError>(())
+/// ```
+///
+/// What each part replaces:
+///
+/// | builder call | replaces | checked |
+/// |---|---|---|
+/// | [`selector`](Self::selector) | `cfg.selector`; candidates come from an epoch-shuffled window of `rl.candidate_ratio · B` training prompts; selection weights, when the selector returns them, scale each group's advantages | — |
+/// | [`tasks`](Self::tasks) | `cfg.task` (pools and rewards) | the pools are disjoint ([`TaskSet::from_pools`]) |
+/// | [`policy`](Self::policy) | `cfg.model` (the config records the policy's `LmConfig`) and the seeded initialisation | vocabulary = the tokenizer's |
+pub struct TrainerBuilder {
+    cfg: RunConfig,
+    selector: Option<Box<dyn Selector + Send>>,
+    tasks: Option<TaskSet>,
+    policy: Option<TransformerLm>,
+}
+
+impl std::fmt::Debug for TrainerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TrainerBuilder")
+            .field("selector", &self.selector.as_ref().map(|s| s.name()))
+            .field("tasks", &self.tasks.is_some())
+            .field("policy", &self.policy.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl TrainerBuilder {
+    /// Uses `selector` instead of the one `cfg.selector` names.
+    #[must_use]
+    pub fn selector(mut self, selector: Box<dyn Selector + Send>) -> Self {
+        self.selector = Some(selector);
+        self
+    }
+
+    /// Uses these pools instead of generating them from `cfg.task`.
+    #[must_use]
+    pub fn tasks(mut self, tasks: TaskSet) -> Self {
+        self.tasks = Some(tasks);
+        self
+    }
+
+    /// Uses this policy (weights included) instead of building one from `cfg.model`.
+    #[must_use]
+    pub fn policy(mut self, policy: TransformerLm) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Validates the config and builds the trainer.
     ///
     /// # Errors
-    /// Invalid config, device unavailable, task generation errors.
-    pub fn new(cfg: RunConfig) -> Result<Self> {
+    /// Invalid config ([`TrainError::InvalidConfig`] naming the field), device unavailable,
+    /// task generation errors, a policy whose vocabulary is not the tokenizer's.
+    pub fn build(self) -> Result<Trainer> {
+        let Self { mut cfg, selector, tasks, policy } = self;
+        if let Some(lm) = &policy {
+            let vocab = CharTokenizer::VOCAB_SIZE;
+            if lm.config().vocab_size != vocab {
+                return Err(crate::error::invalid(
+                    "policy.vocab_size",
+                    lm.config().vocab_size,
+                    &format!("the tokenizer has {vocab} ids"),
+                ));
+            }
+            cfg.model = lm.config().clone();
+        }
         cfg.check()?;
-        let device = device_of(&cfg)?;
-        let tasks = TaskSet::new(&cfg.task)?;
-        rl_nn::seed_torch(derive_seed_named(cfg.seed, "model"));
-        let lm = TransformerLm::new(&cfg.model, device)?;
-        let (selector, source) = build_selector(&cfg, &tasks)?;
-        let replay = match &cfg.replay {
-            Some(r) => r.clone(),
-            // No replay: every rolled-out group is trained as it is; ineffective groups keep
-            // their slot with zero advantages (plain GRPO).
-            None => ReplayParams::new(cfg.rl.group_size).max_age(0).shortfall(Shortfall::KeepIneffective),
+        let tasks = match tasks {
+            Some(t) => t,
+            None => TaskSet::new(&cfg.task)?,
         };
+        let lm = match policy {
+            Some(lm) => lm,
+            None => {
+                let device = device_of(&cfg)?;
+                // The model's own stream: never libtorch's global generator.
+                let mut rng = rng_from_seed(derive_seed_named(cfg.seed, "model"));
+                TransformerLm::new(&cfg.model, device, &mut rng)?
+            }
+        };
+        let (selector, source) = match selector {
+            Some(s) => (s, EpochWindow::new(tasks.train.len(), cfg.rl.candidate_ratio)?),
+            None => build_selector(&cfg, &tasks)?,
+        };
+        let replay = cfg.replay_params();
         let buffer = GroupReplayBuffer::new(replay.check()?)?;
         let loss = LossConfig::new(cfg.loss.check()?);
-        let opt = tch::nn::Adam::default().build(lm.var_store(), cfg.rl.lr)?;
+        let opt = Adam::for_var_store(
+            AdamParams::default().lr(cfg.rl.lr).max_grad_norm(cfg.rl.grad_clip).check()?,
+            lm.var_store(),
+        )?;
         let sampling = sampling_params(cfg.rl.max_new_tokens, cfg.rl.temperature, cfg.rl.top_p);
-        Ok(Self {
+        Ok(Trainer {
             rollout_rng: rng_from_seed(derive_seed_named(cfg.seed, "rollout")),
             select_rng: rng_from_seed(derive_seed_named(cfg.seed, "select")),
             eval_rng: rng_from_seed(derive_seed_named(cfg.seed, "eval")),
+            ppo_rng: rng_from_seed(derive_seed_named(cfg.seed, "ppo")),
             cfg,
             tasks,
             lm,
@@ -261,14 +487,30 @@ impl Trainer {
             sampling,
             step: 0,
             counts: RolloutCounts::default(),
-            generated_groups: 0,
-            generated_effective: 0,
+            generated: GeneratedGroups::default(),
             trained_groups: 0,
             trained_effective: 0,
             time: TimeSplit::default(),
             warm_start_seconds: 0.0,
+            warm_started: false,
             curve: Vec::new(),
         })
+    }
+}
+
+impl Trainer {
+    /// Builds everything from the config: pools, model (seeded), selector, buffer, loss and
+    /// optimizer. [`Trainer::builder`] takes your own selector, tasks or policy.
+    ///
+    /// # Errors
+    /// Invalid config, device unavailable, task generation errors.
+    pub fn new(cfg: RunConfig) -> Result<Self> {
+        Self::builder(cfg).build()
+    }
+
+    /// A builder starting from `cfg`.
+    pub fn builder(cfg: RunConfig) -> TrainerBuilder {
+        TrainerBuilder { cfg, selector: None, tasks: None, policy: None }
     }
 
     /// The config.
@@ -323,7 +565,123 @@ impl Trainer {
             warm_start(&mut self.lm, &self.tasks, &self.cfg.sft, &mut rng, on_step)?
         };
         self.warm_start_seconds += t0.elapsed().as_secs_f64();
+        self.warm_started = true;
         Ok(out)
+    }
+
+    /// Whether [`warm_start`](Self::warm_start) ran (or a checkpoint taken after it was loaded).
+    pub fn warm_started(&self) -> bool {
+        self.warm_started
+    }
+
+    /// Writes the whole trainer into the checkpoint directory `dir` (replaced atomically):
+    /// `state.json` with the config, the selector's and the replay buffer's state, the
+    /// candidate window, every random stream, the counters and the accuracy curve, and
+    /// `tensors.safetensors` with the policy's weights (`model.*`) and Adam's moments and step
+    /// counts (`optim.*`). [`load_checkpoint`](Self::load_checkpoint) into a trainer built the
+    /// same way continues bit-identically on CPU.
+    ///
+    /// # Errors
+    /// The selector's serialisation, I/O and libtorch failures.
+    pub fn save_checkpoint(&self, dir: impl AsRef<Path>) -> Result<()> {
+        let state = TrainerState {
+            config: self.cfg.clone(),
+            selector: self.selector.name().to_string(),
+            selector_state: self.selector.save_state()?,
+            source: self.source.clone(),
+            replay: self.buffer.checkpoint(),
+            rollout_rng: self.rollout_rng.clone(),
+            select_rng: self.select_rng.clone(),
+            eval_rng: self.eval_rng.clone(),
+            ppo_rng: self.ppo_rng.clone(),
+            step: self.step,
+            counts: self.counts,
+            generated: self.generated,
+            trained_groups: self.trained_groups,
+            trained_effective: self.trained_effective,
+            time: self.time,
+            warm_start_seconds: self.warm_start_seconds,
+            warm_started: self.warm_started,
+            curve: self.curve.clone(),
+        };
+        let mut tensors = rl_nn::checkpoint::var_store_tensors(self.lm.var_store(), "model.");
+        tensors.extend(self.opt.state_tensors("optim.")?);
+        rl_nn::checkpoint::save_dir(dir, CHECKPOINT_KIND, CHECKPOINT_VERSION, &state, &tensors)?;
+        Ok(())
+    }
+
+    /// The config a checkpoint directory was written with (what [`Trainer::resume`] builds).
+    ///
+    /// # Errors
+    /// A missing, corrupt or foreign checkpoint (typed `rl-nn` errors naming the file).
+    pub fn checkpoint_config(dir: impl AsRef<Path>) -> Result<RunConfig> {
+        let ck = rl_nn::checkpoint::load_dir::<TrainerState>(dir, CHECKPOINT_KIND, CHECKPOINT_VERSION)?;
+        Ok(ck.state.config)
+    }
+
+    /// Builds the trainer a checkpoint was written by (from its config) and loads it.
+    /// Trainers made with [`Trainer::builder`] (your own selector, tasks or policy) are built
+    /// the same way again and then [`load_checkpoint`](Self::load_checkpoint)ed.
+    ///
+    /// # Errors
+    /// As [`checkpoint_config`](Self::checkpoint_config), [`Trainer::new`] and
+    /// [`load_checkpoint`](Self::load_checkpoint).
+    pub fn resume(dir: impl AsRef<Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        let mut t = Self::new(Self::checkpoint_config(dir)?)?;
+        t.load_checkpoint(dir)?;
+        Ok(t)
+    }
+
+    /// Restores a checkpoint written by [`save_checkpoint`](Self::save_checkpoint) of a trainer
+    /// with the same config (`rl.steps`, `rl.rollout_budget` and `device` may differ, to
+    /// extend a run) and the same selector. Everything is checked before anything is changed:
+    /// a failed load leaves the trainer as it was.
+    ///
+    /// # Errors
+    /// [`TrainError::Checkpoint`] naming the first config field that differs, another
+    /// selector, or a corrupt replay state; typed `rl-nn` errors for missing, corrupt or
+    /// mismatched tensors; the selector's own state errors.
+    pub fn load_checkpoint(&mut self, dir: impl AsRef<Path>) -> Result<()> {
+        let ck = rl_nn::checkpoint::load_dir::<TrainerState>(dir, CHECKPOINT_KIND, CHECKPOINT_VERSION)?;
+        let (state, tensors, path) = (ck.state, ck.tensors, ck.path);
+        let bad = |reason: String| TrainError::Checkpoint { path: path.clone(), reason };
+        if let Some(field) = first_difference(&resumable_view(&state.config)?, &resumable_view(&self.cfg)?, "") {
+            return Err(bad(format!("written with another config: `{field}` differs")));
+        }
+        if state.selector != self.selector.name() {
+            return Err(bad(format!(
+                "written by selector `{}`, this trainer has `{}`",
+                state.selector,
+                self.selector.name()
+            )));
+        }
+        let buffer = GroupReplayBuffer::restore(state.replay)?;
+        rl_nn::checkpoint::check_map(self.lm.var_store(), &tensors, "model.", LoadMode::Strict, &path)?;
+        self.opt.check_state_tensors(&tensors, "optim.", LoadMode::Strict, &path)?;
+        if let Some(p) = state.curve.iter().find(|p| p.step > state.step) {
+            return Err(bad(format!("evaluation at step {} after the last step {}", p.step, state.step)));
+        }
+        // Checked: now apply, the selector first (it leaves itself unchanged when it refuses).
+        self.selector.load_state(&state.selector_state)?;
+        rl_nn::checkpoint::load_map(self.lm.var_store(), &tensors, "model.", LoadMode::Strict, &path)?;
+        self.opt.load_state_tensors(&tensors, "optim.", LoadMode::Strict, &path)?;
+        self.buffer = buffer;
+        self.source = state.source;
+        self.rollout_rng = state.rollout_rng;
+        self.select_rng = state.select_rng;
+        self.eval_rng = state.eval_rng;
+        self.ppo_rng = state.ppo_rng;
+        self.step = state.step;
+        self.counts = state.counts;
+        self.generated = state.generated;
+        self.trained_groups = state.trained_groups;
+        self.trained_effective = state.trained_effective;
+        self.time = state.time;
+        self.warm_start_seconds = state.warm_start_seconds;
+        self.warm_started = state.warm_started;
+        self.curve = state.curve;
+        Ok(())
     }
 
     /// Evaluates on the held-out pool and records the point on the accuracy curve.
@@ -364,8 +722,8 @@ impl Trainer {
             sampling: &self.sampling,
             generated: HashMap::new(),
             spent: 0,
-            effective: 0,
-            groups: 0,
+            counts: GeneratedGroups::default(),
+            rule: &self.cfg.effectiveness,
             times: RolloutTimes::default(),
         };
         let selection = self.selector.select(step, candidates, b, &mut oracle, &mut self.select_rng)?;
@@ -373,8 +731,7 @@ impl Trainer {
         let mut times = oracle.times;
         let sel_inner = times.generation + times.scoring;
         let (sel_spent, mut generated) = (oracle.spent, oracle.generated);
-        self.generated_groups += oracle.groups;
-        self.generated_effective += oracle.effective;
+        self.generated.merge(&oracle.counts);
 
         // 2. Rollouts for the selected prompts that selection did not generate.
         let todo: Vec<usize> = selection
@@ -394,8 +751,9 @@ impl Trainer {
         )?;
         self.counts.train += (todo.len() * k) as u64;
         self.counts.selection += sel_spent;
-        self.generated_groups += fresh.len() as u64;
-        self.generated_effective += fresh.iter().filter(|g| g.has_reward_variance()).count() as u64;
+        for g in &fresh {
+            self.generated.add(g, &self.cfg.effectiveness);
+        }
         for g in fresh {
             generated.insert(g.index as ItemId, g);
         }
@@ -413,11 +771,34 @@ impl Trainer {
             .collect::<Result<Vec<_>>>()?;
         let filled = self.buffer.fill(replay_groups, version)?;
         let mut metrics = Metrics::new();
-        let batch_effective = filled.iter().filter(|g| g.advantages().iter().any(|a| a.abs() > 1e-6)).count();
+        // Effective by the buffer's rule (the run's): fresh effective groups and replayed ones.
+        let batch_effective =
+            filled.iter().filter(|g| !matches!(g.origin(), rlvr_replay::Origin::Unfilled { .. })).count();
         let batch_groups = filled.len();
-        if !filled.is_empty() {
-            self.update(&filled, step, &mut metrics)?;
+        // Selection weights (GDRM, or a caller's selector) scale the advantages of the groups of
+        // the selected prompts; replayed groups keep weight 1.
+        let weights: Option<HashMap<ItemId, f32>> =
+            selection.weights.as_ref().map(|w| selection.ids.iter().copied().zip(w.iter().copied()).collect());
+        if let Some(w) = &weights {
+            if let Some((&id, &v)) = w.iter().find(|(_, v)| !(v.is_finite() && **v >= 0.0)) {
+                return Err(TrainError::InvalidConfig {
+                    field: "selection.weights".into(),
+                    value: v.to_string(),
+                    reason: format!("the selector's weight for prompt {id} must be finite and >= 0"),
+                });
+            }
         }
+        let group_weights: Vec<f32> = filled
+            .iter()
+            .map(|g| match (&weights, g.origin()) {
+                (Some(w), rlvr_replay::Origin::Fresh | rlvr_replay::Origin::Unfilled { .. }) => {
+                    w.get(&g.group().prompt_id()).copied().unwrap_or(1.0)
+                }
+                _ => 1.0,
+            })
+            .collect();
+        let updates =
+            if filled.is_empty() { Vec::new() } else { self.update(&filled, &group_weights, step, &mut metrics)? };
         self.trained_groups += batch_groups as u64;
         self.trained_effective += batch_effective as u64;
         let loss_elapsed = t_loss.elapsed();
@@ -434,7 +815,15 @@ impl Trainer {
         let reward_mean = groups.iter().flat_map(|g| g.rewards.iter()).map(|&r| f64::from(r)).sum::<f64>() / n_resp;
         let success_rate = groups.iter().flat_map(|g| g.correct.iter()).filter(|&&c| c).count() as f64 / n_resp;
         let malformed = groups.iter().flat_map(|g| g.malformed.iter()).filter(|&&c| c).count() as f64 / n_resp;
-        let mixed = groups.iter().filter(|g| g.has_reward_variance()).count() as f64 / groups.len().max(1) as f64;
+        let share = |f: &dyn Fn(&RolloutGroup) -> bool| {
+            groups.iter().filter(|g| f(g)).count() as f64 / groups.len().max(1) as f64
+        };
+        let rule = &self.cfg.effectiveness;
+        let (effective, mixed_outcome, variance) = (
+            share(&|g| g.verdict(rule).is_effective()),
+            share(&RolloutGroup::has_mixed_outcome),
+            share(&RolloutGroup::has_reward_variance),
+        );
         let split = TimeSplit {
             generation: times.generation.as_secs_f64(),
             scoring: times.scoring.as_secs_f64(),
@@ -450,7 +839,9 @@ impl Trainer {
         metrics.insert("rollout/reward_mean", reward_mean);
         metrics.insert("rollout/success_rate", success_rate);
         metrics.insert("rollout/malformed", malformed);
-        metrics.insert("rollout/mixed_groups", mixed);
+        metrics.insert("rollout/effective", effective);
+        metrics.insert("rollout/mixed_outcome", mixed_outcome);
+        metrics.insert("rollout/reward_variance", variance);
         metrics.insert("batch/groups", batch_groups as f64);
         metrics.insert("batch/effective_ratio", batch_effective as f64 / batch_groups.max(1) as f64);
         metrics.insert("select/selected", selection.ids.len() as f64);
@@ -471,70 +862,128 @@ impl Trainer {
             success_rate,
             batch_groups,
             batch_effective,
+            updates,
             metrics,
         })
     }
 
-    fn update(&mut self, filled: &FilledBatch, step: u64, metrics: &mut Metrics) -> Result<()> {
+    /// PPO on one rollout batch: split it into `rl.ppo_mini_batches` mini-batches of whole
+    /// groups (a seeded shuffle of the groups, fixed for the step), compute the log-probs of
+    /// the policy that generated the batch once (`old`, before any update), then make one
+    /// optimizer step per mini-batch for `rl.ppo_epochs` passes. Fresh rows' behaviour
+    /// log-probs are `old` itself (weight exactly 1); replayed rows keep their stored ones, so
+    /// POPO's proximal (`old`) / behaviour split holds through every mini-batch.
+    fn update(
+        &mut self,
+        filled: &FilledBatch,
+        group_weights: &[f32],
+        step: u64,
+        metrics: &mut Metrics,
+    ) -> Result<Vec<UpdateStats>> {
         let device = self.lm.device();
-        let tb = TensorBatch::new(filled, CharTokenizer::PAD, device)?;
-        let mut prompts: Vec<Vec<i64>> = Vec::with_capacity(tb.rows() as usize);
-        let mut responses: Vec<Vec<i64>> = Vec::with_capacity(tb.rows() as usize);
-        for bg in filled.iter() {
-            let g = bg.group();
-            let prompt: Vec<i64> = g.prompt_tokens().iter().map(|&t| i64::from(t)).collect();
-            for r in g.responses() {
-                prompts.push(prompt.clone());
-                responses.push(r.tokens.iter().map(|&t| i64::from(t)).collect());
-            }
-        }
-        let seq = SequenceBatch::pack(&prompts, &responses, CharTokenizer::PAD, device)?;
+        let n = filled.len();
+        let m = self.cfg.rl.ppo_mini_batches.min(n).max(1);
+        let mut order: Vec<usize> = (0..n).collect();
+        order.shuffle(&mut self.ppo_rng);
         let opts = LogProbOptions { temperature: self.cfg.rl.temperature, entropy: true };
-        let cur = self.lm.response_logprobs(&seq, &opts)?;
-        if cur.logprobs.size() != tb.mask.size() {
-            return Err(TrainError::Shape {
-                what: "policy log-probs vs replay batch".into(),
-                expected: tb.mask.size(),
-                got: cur.logprobs.size(),
-            });
+        let mut minis = Vec::with_capacity(m);
+        let mut at = 0;
+        for i in 0..m {
+            let size = n / m + usize::from(i < n % m);
+            let picked = &order[at..at + size];
+            at += size;
+            let groups: Vec<_> = picked.iter().filter_map(|&g| filled.groups.get(g).cloned()).collect();
+            let sub = FilledBatch { groups, report: Default::default() };
+            let mut tb = TensorBatch::new(&sub, CharTokenizer::PAD, device)?;
+            let w: Vec<f32> = picked.iter().map(|&g| group_weights.get(g).copied().unwrap_or(1.0)).collect();
+            if w.iter().any(|&x| x != 1.0) {
+                let k = i64::try_from(self.cfg.rl.group_size).unwrap_or(1);
+                let rows =
+                    Tensor::from_slice(&w).f_repeat_interleave_self_int(k, Some(0), None)?.f_to_device(device)?;
+                tb.advantages = tb.advantages.f_mul(&rows)?;
+            }
+            let mut prompts: Vec<Vec<i64>> = Vec::with_capacity(tb.rows() as usize);
+            let mut responses: Vec<Vec<i64>> = Vec::with_capacity(tb.rows() as usize);
+            for bg in sub.iter() {
+                let g = bg.group();
+                let prompt: Vec<i64> = g.prompt_tokens().iter().map(|&t| i64::from(t)).collect();
+                for r in g.responses() {
+                    prompts.push(prompt.clone());
+                    responses.push(r.tokens.iter().map(|&t| i64::from(t)).collect());
+                }
+            }
+            let seq = SequenceBatch::pack(&prompts, &responses, CharTokenizer::PAD, device)?;
+            // The generating policy's log-probs, once, before the first update.
+            let old = tch::no_grad(|| {
+                self.lm.response_logprobs(&seq, &LogProbOptions { entropy: false, ..opts }).map(|o| o.logprobs)
+            })?;
+            if old.size() != tb.mask.size() {
+                return Err(TrainError::Shape {
+                    what: "policy log-probs vs replay batch".into(),
+                    expected: tb.mask.size(),
+                    got: old.size(),
+                });
+            }
+            let behave = tb.behaviour_logp_for(&old)?;
+            minis.push(MiniBatch { groups: size, tb, seq, old, behave });
         }
-        // One optimizer step per batch: the proximal policy is the current one before the step.
-        let old = cur.logprobs.detach();
-        let behave = tb.behaviour_logp_for(&old)?;
-        let mut inputs = tb.loss_inputs(&cur.logprobs, &old, &behave);
-        if let Some(h) = cur.entropy.as_ref() {
-            inputs = inputs.entropy(h);
-        }
-        let out = self.loss.loss(&inputs, &tb.counts()?)?;
-        if !out.metrics.loss.is_finite() {
-            return Err(TrainError::NonFinite { what: "loss".into(), step });
-        }
-        self.opt.zero_grad();
-        out.loss.f_backward()?;
-        let grad_norm = clip_grad_norm(self.lm.var_store().trainable_variables(), self.cfg.rl.grad_clip)?;
-        if !grad_norm.is_finite() {
-            self.opt.zero_grad();
-            return Err(TrainError::NonFinite { what: "gradient norm".into(), step });
-        }
-        self.opt.step();
-        let m = &out.metrics;
-        metrics.insert("loss/loss", m.loss);
-        metrics.insert("loss/pg_loss", m.pg_loss);
-        metrics.insert("loss/ppo_kl", m.ppo_kl);
-        metrics.insert("loss/ratio_mean", m.ratio_mean);
-        metrics.insert("loss/grad_norm", grad_norm);
-        metrics.insert("loss/tokens", m.tokens);
-        for (name, v) in [
-            ("loss/clipfrac", m.clipfrac),
-            ("loss/entropy", m.entropy),
-            ("loss/is_weight_mean", m.is_weight_mean),
-            ("loss/is_weight_raw_mean", m.is_weight_raw_mean),
-        ] {
-            if let Some(v) = v {
-                metrics.insert(name, v);
+        let mut updates = Vec::with_capacity(m * self.cfg.rl.ppo_epochs);
+        for epoch in 0..self.cfg.rl.ppo_epochs {
+            for (index, mb) in minis.iter().enumerate() {
+                let cur = self.lm.response_logprobs(&mb.seq, &opts)?;
+                let mut inputs = mb.tb.loss_inputs(&cur.logprobs, &mb.old, &mb.behave);
+                if let Some(h) = cur.entropy.as_ref() {
+                    inputs = inputs.entropy(h);
+                }
+                let out = self.loss.loss(&inputs, &mb.tb.counts()?)?;
+                if !out.metrics.loss.is_finite() {
+                    return Err(TrainError::NonFinite { what: "loss".into(), step });
+                }
+                self.opt.zero_grad()?;
+                out.loss.f_backward()?;
+                let grad_norm = grad_norm(&self.lm.var_store().trainable_variables())?;
+                if !grad_norm.is_finite() {
+                    self.opt.zero_grad()?;
+                    return Err(TrainError::NonFinite { what: "gradient norm".into(), step });
+                }
+                // Adam clips the global norm at `rl.grad_clip` (`max_grad_norm`) before stepping.
+                self.opt.step()?;
+                updates.push(UpdateStats { epoch, mini_batch: index, groups: mb.groups, grad_norm, loss: out.metrics });
             }
         }
-        Ok(())
+        let k = updates.len().max(1) as f64;
+        let mean = |f: &dyn Fn(&UpdateStats) -> f64| updates.iter().map(f).sum::<f64>() / k;
+        metrics.insert("loss/updates", updates.len() as f64);
+        metrics.insert("loss/loss", mean(&|u| u.loss.loss));
+        metrics.insert("loss/pg_loss", mean(&|u| u.loss.pg_loss));
+        metrics.insert("loss/ppo_kl", mean(&|u| u.loss.ppo_kl));
+        metrics.insert("loss/ratio_mean", mean(&|u| u.loss.ratio_mean));
+        metrics.insert("loss/grad_norm", mean(&|u| u.grad_norm));
+        metrics.insert("loss/tokens", updates.iter().map(|u| u.loss.tokens).sum::<f64>());
+        type Get = fn(&rlvr_core::LossMetrics) -> Option<f64>;
+        let optional: [(&str, Get); 6] = [
+            ("loss/clipfrac", |m| m.clipfrac),
+            ("loss/clipfrac_dual", |m| m.clipfrac_dual),
+            ("loss/entropy", |m| m.entropy),
+            ("loss/is_weight_mean", |m| m.is_weight_mean),
+            ("loss/is_weight_raw_mean", |m| m.is_weight_raw_mean),
+            ("loss/lpo_coef_l1", |m| m.lpo_coef_l1),
+        ];
+        for (name, get) in optional {
+            let vals: Vec<f64> = updates.iter().filter_map(|u| get(&u.loss)).collect();
+            if !vals.is_empty() {
+                metrics.insert(name, vals.iter().sum::<f64>() / vals.len() as f64);
+            }
+        }
+        // The last update is the most off-policy one: its clip fraction and KL show whether the
+        // trust region binds.
+        if let Some(last) = updates.last() {
+            metrics.insert("loss/ppo_kl_last", last.loss.ppo_kl);
+            if let Some(c) = last.loss.clipfrac {
+                metrics.insert("loss/clipfrac_last", c);
+            }
+        }
+        Ok(updates)
     }
 
     /// Runs steps until [`done`](Trainer::done), evaluating before the first step, every
@@ -548,9 +997,29 @@ impl Trainer {
         on_step: &mut dyn FnMut(&StepRecord),
         on_eval: &mut dyn FnMut(&EvalPoint),
     ) -> Result<RunSummary> {
+        self.run_checkpointed(on_step, on_eval, None)
+    }
+
+    /// As [`run`](Self::run), and with `checkpoint = Some((dir, every))` also writes a
+    /// [checkpoint](Self::save_checkpoint) to `dir` before the first step, after every
+    /// evaluation at a multiple of `every` steps (`every` a multiple of `eval.every` keeps
+    /// checkpoints on evaluation steps), and at the end. A run killed at any point and
+    /// [resumed](Self::resume) from `dir` ends as the uninterrupted run would.
+    ///
+    /// # Errors
+    /// As [`run`](Self::run); I/O errors writing the checkpoint.
+    pub fn run_checkpointed(
+        &mut self,
+        on_step: &mut dyn FnMut(&StepRecord),
+        on_eval: &mut dyn FnMut(&EvalPoint),
+        checkpoint: Option<(&Path, u64)>,
+    ) -> Result<RunSummary> {
         if self.curve.is_empty() {
             let p = self.evaluate()?;
             on_eval(&p);
+            if let Some((dir, _)) = checkpoint {
+                self.save_checkpoint(dir)?;
+            }
         }
         while !self.done() {
             let rec = self.step()?;
@@ -558,11 +1027,19 @@ impl Trainer {
             if self.step % self.cfg.eval.every as u64 == 0 && !self.done() {
                 let p = self.evaluate()?;
                 on_eval(&p);
+                if let Some((dir, every)) = checkpoint {
+                    if self.step % every.max(1) == 0 {
+                        self.save_checkpoint(dir)?;
+                    }
+                }
             }
         }
         if self.curve.last().is_none_or(|p| p.step != self.step) {
             let p = self.evaluate()?;
             on_eval(&p);
+        }
+        if let Some((dir, _)) = checkpoint {
+            self.save_checkpoint(dir)?;
         }
         self.summary()
     }
@@ -580,12 +1057,16 @@ impl Trainer {
             loss: self.cfg.loss.policy.name().to_string(),
             replay: self.cfg.replay.is_some(),
             seed: self.cfg.seed,
+            held_out_overlap: self.tasks.overlap(),
             steps: self.step,
             rollouts: self.counts,
             initial: first.report.clone(),
             last: last.report.clone(),
             curve: self.curve.clone(),
-            generated_effective_ratio: self.generated_effective as f64 / self.generated_groups.max(1) as f64,
+            effectiveness: effectiveness_name(&self.cfg.effectiveness),
+            generated_effective_ratio: self.generated.ratio(self.generated.effective),
+            generated_mixed_outcome_ratio: self.generated.ratio(self.generated.mixed_outcome),
+            generated_reward_variance_ratio: self.generated.ratio(self.generated.reward_variance),
             batch_effective_ratio: self.trained_effective as f64 / self.trained_groups.max(1) as f64,
             seconds: self.time,
             warm_start_seconds: self.warm_start_seconds,
@@ -593,51 +1074,69 @@ impl Trainer {
     }
 }
 
-/// Scales gradients so their global L2 norm is at most `max` (when set); returns the norm
-/// before clipping.
-fn clip_grad_norm(vars: Vec<Tensor>, max: Option<f64>) -> Result<f64> {
+/// The global L2 norm of the gradients of `vars` (0 when none is defined).
+fn grad_norm(vars: &[Tensor]) -> Result<f64> {
     let _g = tch::no_grad_guard();
-    let grads: Vec<Tensor> = vars.iter().map(Tensor::grad).filter(Tensor::defined).collect();
-    if grads.is_empty() {
+    let sq: Vec<Tensor> = vars
+        .iter()
+        .map(Tensor::grad)
+        .filter(Tensor::defined)
+        .map(|g| g.f_pow_tensor_scalar(2.0)?.f_sum(Kind::Float))
+        .collect::<Result<_, tch::TchError>>()?;
+    if sq.is_empty() {
         return Ok(0.0);
     }
-    let sq: Vec<Tensor> =
-        grads.iter().map(|g| g.f_pow_tensor_scalar(2.0)?.f_sum(Kind::Float)).collect::<Result<_, tch::TchError>>()?;
-    let norm = Tensor::f_stack(&sq, 0)?.f_sum(Kind::Float)?.f_sqrt()?.f_double_value(&[])?;
-    if let Some(max) = max {
-        if norm.is_finite() && norm > max {
-            let scale = max / (norm + 1e-6);
-            for mut g in grads {
-                let _ = g.f_mul_scalar_(scale)?;
-            }
-        }
-    }
-    Ok(norm)
+    Ok(Tensor::f_stack(&sq, 0)?.f_sum(Kind::Float)?.f_sqrt()?.f_double_value(&[])?)
 }
 
+/// The hashed character n-gram embedding of every training prompt (feature selectors).
+fn prompt_features(tasks: &TaskSet, dim: usize) -> Result<Vec<f32>> {
+    let embedder = HashedNgramEmbedder::new(EmbedParams { dim, ..EmbedParams::default() }.check()?);
+    let texts: Vec<String> = tasks.train.pool().iter().map(|p| p.text()).collect();
+    Ok(embedder.embed_all(&texts))
+}
+
+/// The selector of `cfg.selector` over the training pool, and the candidate window it draws from.
 fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector + Send>, EpochWindow)> {
     let n = tasks.train.len();
     let ratio = cfg.rl.candidate_ratio;
+    let k = cfg.rl.group_size;
     let seed = derive_seed_named(cfg.seed, "selector");
+    let window = |r: usize| EpochWindow::new(n, r);
     Ok(match &cfg.selector {
-        SelectorConfig::Uniform => (Box::new(Uniform::new()), EpochWindow::new(n, 1)?),
-        SelectorConfig::DynamicSampling { max_gen_batches } => {
-            let params = FilterParams {
-                group_size: cfg.rl.group_size,
-                max_gen_batches: *max_gen_batches,
-                ..FilterParams::dynamic_sampling()
+        SelectorConfig::Uniform => (Box::new(Uniform::new()), window(1)?),
+        SelectorConfig::HistoryResampling { params } => (Box::new(HistoryResampling::new((*params).check()?)?), window(1)?),
+        sel @ (SelectorConfig::DynamicSampling { .. } | SelectorConfig::OnlineDifficulty { .. }) => {
+            let params =
+                sel.filter_params(k).ok_or_else(|| crate::error::invalid("selector", "filter", "no filter"))?;
+            let source = window(params.max_gen_batches.max(1))?;
+            let boxed: Box<dyn Selector + Send> = match sel {
+                SelectorConfig::DynamicSampling { .. } => Box::new(DynamicSampling::new(params.check()?)?),
+                _ => Box::new(OnlineDifficultyFilter::new(params.check()?)?),
             };
-            (Box::new(DynamicSampling::new(params.check()?)?), EpochWindow::new(n, *max_gen_batches)?)
+            (boxed, source)
         }
-        SelectorConfig::Mopps { params } => (Box::new(Mopps::new((*params).check()?, n)?), EpochWindow::new(n, ratio)?),
-        SelectorConfig::Dps { params } => (Box::new(Dps::new((*params).check()?, n)?), EpochWindow::new(n, ratio)?),
+        SelectorConfig::Mopps { params } => (Box::new(Mopps::new((*params).check()?, n)?), window(ratio)?),
+        SelectorConfig::Dps { params } => (Box::new(Dps::new((*params).check()?, n)?), window(ratio)?),
         SelectorConfig::Gps { params, embed_dim } => {
-            let embedder = HashedNgramEmbedder::new(EmbedParams { dim: *embed_dim, ..EmbedParams::default() }.check()?);
-            let texts: Vec<String> = tasks.train.pool().iter().map(|p| p.text()).collect();
-            let table = embedder.embed_all(&texts);
-            let gps = Gps::new(params.seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
-            (Box::new(gps), EpochWindow::new(n, ratio)?.with_features(table, *embed_dim)?)
+            let table = prompt_features(tasks, *embed_dim)?;
+            let gps = Gps::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            (Box::new(gps), window(ratio)?.with_features(table, *embed_dim)?)
         }
+        SelectorConfig::Mpts { params, embed_dim } => {
+            let table = prompt_features(tasks, *embed_dim)?;
+            let mpts = Mpts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            (Box::new(mpts), window(ratio)?.with_features(table, *embed_dim)?)
+        }
+        SelectorConfig::Pdts { params, embed_dim } => {
+            let table = prompt_features(tasks, *embed_dim)?;
+            let pdts = Pdts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            (Box::new(pdts), window(ratio)?.with_features(table, *embed_dim)?)
+        }
+        SelectorConfig::Drm { risk_from_rewards } => {
+            (Box::new(Drm::new(DrmParams { group_size: k, risk_from_rewards: *risk_from_rewards }.check()?)?), window(ratio)?)
+        }
+        SelectorConfig::Gdrm { params } => (Box::new(Gdrm::new((*params).check()?)?), window(1)?),
     })
 }
 
@@ -651,4 +1150,15 @@ pub fn device_of(cfg: &RunConfig) -> Result<Device> {
         return Ok(rl_nn::default_device()?);
     }
     Ok(rl_nn::parse_device(&cfg.device)?)
+}
+
+/// A short name of an effectiveness rule for reports (`outcome`, `reward_std`, `mean_band`, `all_of`).
+fn effectiveness_name(rule: &EffectivenessRule) -> String {
+    match rule {
+        EffectivenessRule::Outcome { .. } => "outcome",
+        EffectivenessRule::RewardStd { .. } => "reward_std",
+        EffectivenessRule::MeanBand { .. } => "mean_band",
+        EffectivenessRule::AllOf(_) => "all_of",
+    }
+    .to_string()
 }
