@@ -23,12 +23,12 @@
 //! See the README for the crate map and `docs/` for the guide.
 #![deny(missing_docs)]
 
-#[cfg(feature = "rl-agents")]
-pub use rl_agents;
-#[cfg(feature = "lare")]
-pub use lare;
 #[cfg(feature = "aigb")]
 pub use aigb;
+#[cfg(feature = "lare")]
+pub use lare;
+#[cfg(feature = "rl-agents")]
+pub use rl_agents;
 pub use rl_core as core;
 #[cfg(feature = "rl-envs")]
 pub use rl_envs;
