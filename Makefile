@@ -105,7 +105,8 @@ mutants: provision
 	@$(foreach c,$(MUTANTS_CRATES),$(foreach k,$(MUTANTS_SHARD_LIST),\
 		echo "== cargo mutants $(c) shard $(k)/$(MUTANTS_SHARDS)"; \
 		LIBTORCH="$(CURDIR)/.libtorch" nice -n 10 $(CARGO) mutants --package $(c) $(MUTANTS_FILES_$(c)) \
-			$(MUTANTS_OPTS_$(c)) --shard $(k)/$(MUTANTS_SHARDS) --jobs 1 --timeout $(MUTANTS_TIMEOUT) \
+			$(MUTANTS_OPTS_$(c)) --shard $(k)/$(MUTANTS_SHARDS) --sharding round-robin --jobs 1 \
+			--timeout $(MUTANTS_TIMEOUT) \
 			--output target/mutants/$(c)-$(k) >/dev/null || true;))
 	@python3 scripts/mutants_summary.py target/mutants
 

@@ -163,7 +163,7 @@ fn config_from_args(a: &Args) -> Result<RunConfig> {
     if let Some(n) = a.eval_every {
         cfg.eval.every = n;
     }
-    cfg.check()?;
+    frugal_rl::core::Params::validate(&cfg)?;
     Ok(cfg)
 }
 
@@ -497,7 +497,7 @@ fn compare(a: &Args, base: &RunConfig) -> Result<()> {
             if cfg.sft.init_checkpoint.is_none() {
                 cfg.sft.init_checkpoint = Some(ckpt.clone());
             }
-            cfg.check()?;
+            frugal_rl::core::Params::validate(&cfg)?;
             let out = a.out.join(format!("seed{seed}")).join(name.replace('+', "_"));
             let saved = out.join("summary.json");
             let s = if a.reuse && saved.exists() {

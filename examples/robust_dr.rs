@@ -345,7 +345,10 @@ fn main() -> Result<()> {
                     sc.spawn(move || run(m, *seed, args))
                 })
                 .collect();
-            handles.into_iter().map(|h| h.join().map_err(|_| anyhow::anyhow!("a run's thread panicked"))?).collect::<Result<Vec<_>>>()
+            handles
+                .into_iter()
+                .map(|h| h.join().map_err(|_| anyhow::anyhow!("a run's thread panicked"))?)
+                .collect::<Result<Vec<_>>>()
         })?
     } else {
         jobs.iter().map(|(m, seed)| run(m, *seed, &args)).collect::<Result<Vec<_>>>()?
@@ -367,7 +370,8 @@ fn main() -> Result<()> {
         let mut method_curves = Vec::new();
         for ((m, seed), r) in jobs.iter().zip(&results).filter(|((m, _), _)| m == method) {
             let worst = r.test.iter().copied().fold(f64::INFINITY, f64::min);
-            let row = [mean(&r.test), cvar_lower(&r.test, 0.5)?, cvar_lower(&r.test, 0.7)?, cvar_lower(&r.test, 0.9)?, worst];
+            let row =
+                [mean(&r.test), cvar_lower(&r.test, 0.5)?, cvar_lower(&r.test, 0.7)?, cvar_lower(&r.test, 0.9)?, worst];
             for (c, v) in cols.iter_mut().zip(row) {
                 c.push(v);
             }
@@ -395,7 +399,9 @@ fn main() -> Result<()> {
         );
         let len = method_curves.iter().map(Vec::len).min().unwrap_or(0);
         let points = (0..len)
-            .map(|i| (method_curves[0][i].0, method_curves.iter().map(|c| c[i].1).sum::<f64>() / method_curves.len() as f64))
+            .map(|i| {
+                (method_curves[0][i].0, method_curves.iter().map(|c| c[i].1).sum::<f64>() / method_curves.len() as f64)
+            })
             .collect();
         curves.push(support::Curve { label: method.to_string(), points });
     }

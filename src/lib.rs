@@ -18,6 +18,7 @@
 //! | `lare` | [`lare`] | LaRe credit assignment (latent-reward encoders as sandboxed scripts, offline-replayable LLM pipeline, reward decoders) with the RD, RRD, IRCR baselines |
 //! | `mujoco` | [`rl_envs`] | adds MuJoCo locomotion (Hopper, HalfCheetah, Walker2d, Ant) and the MuJoCo point maze (needs `make provision-mujoco`) |
 //! | `aigb` (`aigb-tch` for the learned bidders) | [`aigb`] | auto-bidding: AuctionNet-faithful auction simulator, PID/OnlineLP/fixed-CPA bidders, logged trajectories, held-out evaluation |
+//! | `offline-rl` (`offline-rl-mujoco` for MuJoCo data) | [`offline_rl`] | offline RL: D4RL/Minari HDF5 and safetensors datasets with validation, normalisation, D4RL scores; TD3+BC, IQL, DMG, SCAS |
 //! | `full` | | all of the above except `mujoco` |
 //!
 //! See the README for the crate map and `docs/` for the guide.
@@ -27,6 +28,8 @@
 pub use aigb;
 #[cfg(feature = "lare")]
 pub use lare;
+#[cfg(feature = "offline-rl")]
+pub use offline_rl;
 #[cfg(feature = "rl-agents")]
 pub use rl_agents;
 pub use rl_core as core;

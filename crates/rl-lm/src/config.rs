@@ -20,9 +20,10 @@ use crate::error::{LmError, Result};
 /// | `init_std` | 0.02 | std of the normal init of embeddings and linear weights (GPT-2) | > 0 |
 ///
 /// ```
-/// let cfg = rl_lm::LmConfig::new(24, 64).d_model(64).n_layers(2).n_heads(4).d_ff(256);
-/// cfg.check()?;
+/// use rl_core::Params;
+/// let cfg = rl_lm::LmConfig::new(24, 64).d_model(64).n_layers(2).n_heads(4).d_ff(256).check()?;
 /// assert_eq!(cfg.head_dim(), 16);
+/// assert!(rl_lm::LmConfig::new(24, 64).n_heads(5).check().is_err()); // 128 % 5 != 0
 /// # Ok::<(), rl_lm::LmError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,11 +115,7 @@ impl LmConfig {
         }
     }
 
-    /// Validates the config.
-    ///
-    /// # Errors
-    /// [`LmError::InvalidConfig`] naming the first invalid field.
-    pub fn check(&self) -> Result<()> {
+    fn validate_fields(&self) -> Result<()> {
         let bad = |name: &str, value: String, reason: &str| LmError::InvalidConfig {
             name: name.to_owned(),
             value,
@@ -168,9 +165,19 @@ impl LmConfig {
     }
 }
 
+impl rl_core::Params for LmConfig {
+    type Error = LmError;
+
+    /// Every field in range; [`LmError::InvalidConfig`] names the first bad one.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rl_core::Params;
 
     #[test]
     fn check_names_the_bad_field() {

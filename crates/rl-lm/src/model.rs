@@ -140,9 +140,9 @@ impl TransformerLm {
     /// `1/√(2·n_layers)`, layer norms at 1 and 0, biases 0).
     ///
     /// # Errors
-    /// [`LmError::InvalidConfig`] from [`LmConfig::check`]; libtorch errors (e.g. out of memory).
+    /// [`LmError::InvalidConfig`] from the config's [`validate`](rl_core::Params::validate); libtorch errors (e.g. out of memory).
     pub fn new<R: Rng + ?Sized>(cfg: &LmConfig, device: Device, rng: &mut R) -> Result<Self> {
-        cfg.check()?;
+        rl_core::Params::validate(cfg)?;
         let vs = VarStore::new(device);
         let root = vs.root();
         let (v, d) = (cfg.vocab_size, cfg.d_model);

@@ -1,6 +1,7 @@
 //! Multi-digit arithmetic: `a + b`, `a - b`, `a * b` with a given number of digits.
 
 use rand::Rng;
+use rl_core::Params;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, Result, TaskError};
@@ -280,11 +281,7 @@ impl Default for ArithParams {
 }
 
 impl ArithParams {
-    /// Validates the levels.
-    ///
-    /// # Errors
-    /// [`TaskError::InvalidParameter`] naming the first bad field.
-    pub fn check(&self) -> Result<()> {
+    fn validate_fields(&self) -> Result<()> {
         if self.levels.is_empty() {
             return Err(invalid("levels", "[]", "at least one level is required"));
         }
@@ -317,9 +314,9 @@ impl ArithParams {
     /// ```
     ///
     /// # Errors
-    /// [`TaskError::LevelOutOfRange`] and the errors of [`check`](Self::check).
+    /// [`TaskError::LevelOutOfRange`] and the errors of [`validate`](rl_core::Params::validate).
     pub fn distinct_prompts(&self, level: usize) -> Result<crate::Capacity> {
-        self.check()?;
+        self.validate()?;
         let l = *self.levels.get(level).ok_or(TaskError::LevelOutOfRange { level, levels: self.levels.len() })?;
         let count = |d: u32| if d == 1 { 10u64 } else { 9 * 10u64.pow(d - 1) };
         let (na, nb) = (count(l.a_digits), count(l.b_digits));
@@ -330,9 +327,9 @@ impl ArithParams {
     /// A random task of difficulty `level`.
     ///
     /// # Errors
-    /// [`TaskError::LevelOutOfRange`] and the errors of [`check`](Self::check).
+    /// [`TaskError::LevelOutOfRange`] and the errors of [`validate`](rl_core::Params::validate).
     pub fn generate<R: Rng + ?Sized>(&self, level: usize, rng: &mut R) -> Result<ArithTask> {
-        self.check()?;
+        self.validate()?;
         let l = *self.levels.get(level).ok_or(TaskError::LevelOutOfRange { level, levels: self.levels.len() })?;
         let draw = |d: u32, rng: &mut R| {
             let lo = if d == 1 { 0 } else { 10i64.pow(d - 1) };
@@ -344,6 +341,15 @@ impl ArithParams {
             std::mem::swap(&mut a, &mut b);
         }
         ArithTask::new(a, b, l.op)
+    }
+}
+
+impl rl_core::Params for ArithParams {
+    type Error = TaskError;
+
+    /// Every field in range; the error names the first bad one.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
     }
 }
 

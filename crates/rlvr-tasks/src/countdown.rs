@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use rand::Rng;
+use rl_core::Params;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, Result, TaskError};
@@ -373,11 +374,7 @@ impl Default for CountdownParams {
 }
 
 impl CountdownParams {
-    /// Validates the levels.
-    ///
-    /// # Errors
-    /// [`TaskError::InvalidParameter`] naming the first bad field.
-    pub fn check(&self) -> Result<()> {
+    fn validate_fields(&self) -> Result<()> {
         if self.levels.is_empty() {
             return Err(invalid("levels", "[]", "at least one level is required"));
         }
@@ -402,9 +399,9 @@ impl CountdownParams {
     ///
     /// # Errors
     /// [`TaskError::LevelOutOfRange`], [`TaskError::GenerationFailed`], and the errors of
-    /// [`check`](Self::check).
+    /// [`validate`](rl_core::Params::validate).
     pub fn generate<R: Rng + ?Sized>(&self, level: usize, rng: &mut R) -> Result<CountdownTask> {
-        self.check()?;
+        self.validate()?;
         let l = *self.levels.get(level).ok_or(TaskError::LevelOutOfRange { level, levels: self.levels.len() })?;
         for _ in 0..self.max_attempts {
             let numbers: Vec<i64> = (0..l.numbers).map(|_| rng.random_range(1..=l.max_number)).collect();
@@ -436,9 +433,9 @@ impl CountdownParams {
     /// ```
     ///
     /// # Errors
-    /// [`TaskError::LevelOutOfRange`] and the errors of [`check`](Self::check).
+    /// [`TaskError::LevelOutOfRange`] and the errors of [`validate`](rl_core::Params::validate).
     pub fn distinct_prompts(&self, level: usize, cap: u64) -> Result<crate::Capacity> {
-        self.check()?;
+        self.validate()?;
         let l = *self.levels.get(level).ok_or(TaskError::LevelOutOfRange { level, levels: self.levels.len() })?;
         let mut count = 0u64;
         let mut numbers = Vec::with_capacity(l.numbers);
@@ -518,6 +515,15 @@ fn random_combination<R: Rng + ?Sized>(numbers: &[i64], rng: &mut R) -> Option<i
         items.push(v);
     }
     items.first().copied()
+}
+
+impl rl_core::Params for CountdownParams {
+    type Error = TaskError;
+
+    /// Every field in range; the error names the first bad one.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
+use rl_core::Params;
 use serde::{Deserialize, Serialize};
 
 use crate::arithmetic::{ArithParams, ArithTask};
@@ -280,7 +281,7 @@ impl PoolParams {
     /// (see [`CountdownParams::distinct_prompts`]; arithmetic counts are always exact).
     ///
     /// # Errors
-    /// [`TaskError::LevelOutOfRange`] and the errors of [`check`](Self::check).
+    /// [`TaskError::LevelOutOfRange`] and the errors of [`validate`](rl_core::Params::validate).
     pub fn distinct_prompts(&self, level: usize, cap: u64) -> Result<Capacity> {
         match self.family {
             Family::Countdown => self.countdown.distinct_prompts(level, cap),
@@ -298,14 +299,10 @@ impl PoolParams {
         })
     }
 
-    /// Validates the parameters.
-    ///
-    /// # Errors
-    /// [`TaskError::InvalidParameter`], [`TaskError::LevelOutOfRange`].
-    pub fn check(&self) -> Result<()> {
+    fn validate_fields(&self) -> Result<()> {
         match self.family {
-            Family::Countdown => self.countdown.check()?,
-            Family::Arithmetic => self.arithmetic.check()?,
+            Family::Countdown => self.countdown.validate()?,
+            Family::Arithmetic => self.arithmetic.validate()?,
         }
         if let Some(levels) = &self.levels {
             if levels.is_empty() {
@@ -395,7 +392,7 @@ impl PromptPool {
     /// ```
     ///
     /// # Errors
-    /// [`PoolParams::check`] errors; [`TaskError::NotEnoughPrompts`] when the pools together
+    /// [`Params::validate`](rl_core::Params::validate) errors; [`TaskError::NotEnoughPrompts`] when the pools together
     /// ask a level for more prompts than it can produce; [`TaskError::LevelExhausted`] when
     /// `max_draws` draws in a row repeat taken problems (ask for fewer than the level's
     /// [`distinct_prompts`](PoolParams::distinct_prompts)); [`TaskError::GenerationFailed`]
@@ -404,7 +401,7 @@ impl PromptPool {
         // Capacity first: the pools together must not ask a level for more than it holds.
         let mut wanted: HashMap<LevelSpec, (usize, &PoolParams, usize)> = HashMap::new();
         for r in requests {
-            r.params.check()?;
+            r.params.validate()?;
             for (level, count) in r.params.level_counts(r.n) {
                 let e = wanted.entry(r.params.level_spec(level)?).or_insert((0, r.params, level));
                 e.0 += count;
@@ -504,6 +501,15 @@ impl<'a> IntoIterator for &'a PromptPool {
     type IntoIter = std::slice::Iter<'a, Prompt>;
     fn into_iter(self) -> Self::IntoIter {
         self.prompts.iter()
+    }
+}
+
+impl rl_core::Params for PoolParams {
+    type Error = TaskError;
+
+    /// Every field in range; the error names the first bad one.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
     }
 }
 

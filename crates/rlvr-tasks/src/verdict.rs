@@ -152,18 +152,18 @@ impl RewardParams {
         Self { correct: 1.0, format: 0.0 }
     }
 
-    /// Validates the rewards (finite).
-    ///
-    /// # Errors
-    /// [`TaskError::InvalidParameter`](crate::TaskError::InvalidParameter) for a non-finite value.
-    pub fn check(&self) -> Result<()> {
-        if !self.correct.is_finite() {
-            return Err(invalid("correct", self.correct, "must be finite"));
-        }
-        if !self.format.is_finite() {
-            return Err(invalid("format", self.format, "must be finite"));
-        }
-        Ok(())
+    /// Sets `correct`.
+    #[must_use]
+    pub fn correct(mut self, correct: f64) -> Self {
+        self.correct = correct;
+        self
+    }
+
+    /// Sets `format`.
+    #[must_use]
+    pub fn format(mut self, format: f64) -> Self {
+        self.format = format;
+        self
     }
 
     /// The reward of an outcome.
@@ -193,5 +193,20 @@ impl Verdict {
     /// Whether the answer is correct.
     pub fn is_correct(&self) -> bool {
         self.outcome.is_correct()
+    }
+}
+
+impl rl_core::Params for RewardParams {
+    type Error = crate::TaskError;
+
+    /// Both rewards finite.
+    fn validate(&self) -> Result<()> {
+        if !self.correct.is_finite() {
+            return Err(invalid("correct", self.correct, "must be finite"));
+        }
+        if !self.format.is_finite() {
+            return Err(invalid("format", self.format, "must be finite"));
+        }
+        Ok(())
     }
 }

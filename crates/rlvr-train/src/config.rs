@@ -25,7 +25,7 @@ use rlvr_select::{
 use rlvr_tasks::{CharTokenizer, Family, PoolParams, RewardParams};
 use serde::{Deserialize, Serialize};
 
-use crate::error::{invalid, io, Result};
+use crate::error::{invalid, io, Result, TrainError};
 
 /// A whole run: tasks, model, warm start, RL loop, selector, replay, loss, evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,7 +85,7 @@ impl RunConfig {
     /// Reads a TOML file (missing fields take their defaults) and validates it.
     ///
     /// # Errors
-    /// I/O, TOML syntax or unknown fields, and everything [`RunConfig::check`] rejects.
+    /// I/O, TOML syntax or unknown fields, and everything [`validate`](rl_core::Params::validate) rejects.
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(io(format!("reading {}", path.display())))?;
@@ -95,10 +95,10 @@ impl RunConfig {
     /// Parses TOML text and validates it.
     ///
     /// # Errors
-    /// TOML syntax or unknown fields, and everything [`RunConfig::check`] rejects.
+    /// TOML syntax or unknown fields, and everything [`validate`](rl_core::Params::validate) rejects.
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let cfg: Self = toml::from_str(text)?;
-        cfg.check()?;
+        cfg.validate()?;
         Ok(cfg)
     }
 
@@ -121,14 +121,10 @@ impl RunConfig {
         base.effectiveness(self.effectiveness.clone())
     }
 
-    /// Validates every section; the error names the first bad field.
-    ///
-    /// # Errors
-    /// [`crate::TrainError::InvalidConfig`] and the upstream `check()` errors.
-    pub fn check(&self) -> Result<()> {
+    fn validate_all(&self) -> Result<()> {
         rl_nn::parse_device(&self.device)?;
-        self.task.pool.check()?;
-        self.task.rewards.check()?;
+        self.task.pool.validate()?;
+        self.task.rewards.validate()?;
         if self.task.train_prompts == 0 {
             return Err(invalid("task.train_prompts", 0, "need at least one training prompt"));
         }
@@ -136,7 +132,7 @@ impl RunConfig {
             return Err(invalid("task.eval_prompts", 0, "need at least one held-out prompt"));
         }
         for (j, m) in self.task.mix.iter().enumerate() {
-            m.pool.check()?;
+            m.pool.validate()?;
             if m.train_prompts + m.eval_prompts == 0 {
                 return Err(invalid(&format!("task.mix[{j}].train_prompts"), 0, "a mixed pool needs some prompts"));
             }
@@ -144,15 +140,15 @@ impl RunConfig {
         if self.task.eval_seed == self.task.pool.seed {
             return Err(invalid("task.eval_seed", self.task.eval_seed, "must differ from task.pool.seed (held out)"));
         }
-        self.model.check()?;
+        self.model.validate()?;
         let vocab = CharTokenizer::VOCAB_SIZE;
         if self.model.vocab_size != vocab {
             return Err(invalid("model.vocab_size", self.model.vocab_size, &format!("the tokenizer has {vocab} ids")));
         }
-        self.sft.check()?;
-        self.rl.check()?;
-        self.eval.check()?;
-        self.loss.check()?;
+        self.sft.validate()?;
+        self.rl.validate()?;
+        self.eval.validate()?;
+        self.loss.validate()?;
         self.effectiveness.validate_at("effectiveness")?;
         if let Some(r) = &self.replay {
             if r.effectiveness != ReplayParams::default().effectiveness && r.effectiveness != self.effectiveness {
@@ -162,7 +158,7 @@ impl RunConfig {
                     "differs from the run's `effectiveness` (set the rule there: the trainer, the buffer and the metrics use one)",
                 ));
             }
-            r.clone().check()?;
+            r.validate()?;
             if r.group_size != self.rl.group_size {
                 return Err(invalid("replay.group_size", r.group_size, "must equal rl.group_size"));
             }
@@ -257,7 +253,7 @@ impl Default for SftConfig {
 }
 
 impl SftConfig {
-    fn check(&self) -> Result<()> {
+    fn validate_fields(&self) -> Result<()> {
         if self.steps > 0 && self.batch_size == 0 {
             return Err(invalid("sft.batch_size", 0, "must be >= 1"));
         }
@@ -321,7 +317,7 @@ impl Default for RlConfig {
 }
 
 impl RlConfig {
-    fn check(&self) -> Result<()> {
+    fn validate_fields(&self) -> Result<()> {
         if self.batch_prompts == 0 {
             return Err(invalid("rl.batch_prompts", 0, "must be >= 1"));
         }
@@ -571,12 +567,12 @@ impl SelectorConfig {
             }
             Self::Mpts { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                rlvr_select::neural::Mpts::new(params.clone().check()?, *embed_dim)?;
+                rlvr_select::neural::Mpts::new((*params).check()?, *embed_dim)?;
                 Ok(())
             }
             Self::Pdts { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                rlvr_select::neural::Pdts::new(params.clone().check()?, *embed_dim)?;
+                rlvr_select::neural::Pdts::new((*params).check()?, *embed_dim)?;
                 Ok(())
             }
             Self::Drm { risk_from_rewards } => {
@@ -619,7 +615,7 @@ impl Default for EvalConfig {
 }
 
 impl EvalConfig {
-    fn check(&self) -> Result<()> {
+    fn validate_fields(&self) -> Result<()> {
         if self.every == 0 {
             return Err(invalid("eval.every", 0, "must be >= 1"));
         }
@@ -662,5 +658,42 @@ mod replay_setting {
             Setting::Flag(true) => Some(ReplayParams::default()),
             Setting::Params(p) => Some(*p),
         })
+    }
+}
+
+impl Params for RunConfig {
+    type Error = TrainError;
+
+    /// Every section; [`TrainError::InvalidConfig`] (or the upstream crate's error) names the
+    /// first bad field by its dotted path.
+    fn validate(&self) -> Result<()> {
+        self.validate_all()
+    }
+}
+
+impl Params for SftConfig {
+    type Error = TrainError;
+
+    /// `sft.*` in range.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
+    }
+}
+
+impl Params for RlConfig {
+    type Error = TrainError;
+
+    /// `rl.*` in range.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
+    }
+}
+
+impl Params for EvalConfig {
+    type Error = TrainError;
+
+    /// `eval.*` in range.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
     }
 }

@@ -147,7 +147,7 @@ impl TaskSet {
                 "held-out prompts pose problems of the training pool (by canonical form)",
             ));
         }
-        rewards.check()?;
+        rl_core::Params::validate(&rewards)?;
         let train = PromptPool::from_prompts(
             train
                 .into_prompts()

@@ -445,7 +445,7 @@ impl TrainerBuilder {
             }
             cfg.model = lm.config().clone();
         }
-        cfg.check()?;
+        cfg.validate()?;
         let tasks = match tasks {
             Some(t) => t,
             None => TaskSet::new(&cfg.task)?,
@@ -1105,7 +1105,9 @@ fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector 
     let window = |r: usize| EpochWindow::new(n, r);
     Ok(match &cfg.selector {
         SelectorConfig::Uniform => (Box::new(Uniform::new()), window(1)?),
-        SelectorConfig::HistoryResampling { params } => (Box::new(HistoryResampling::new((*params).check()?)?), window(1)?),
+        SelectorConfig::HistoryResampling { params } => {
+            (Box::new(HistoryResampling::new((*params).check()?)?), window(1)?)
+        }
         sel @ (SelectorConfig::DynamicSampling { .. } | SelectorConfig::OnlineDifficulty { .. }) => {
             let params =
                 sel.filter_params(k).ok_or_else(|| crate::error::invalid("selector", "filter", "no filter"))?;
@@ -1120,22 +1122,23 @@ fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector 
         SelectorConfig::Dps { params } => (Box::new(Dps::new((*params).check()?, n)?), window(ratio)?),
         SelectorConfig::Gps { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let gps = Gps::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            let gps = Gps::new((*params).seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(gps), window(ratio)?.with_features(table, *embed_dim)?)
         }
         SelectorConfig::Mpts { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let mpts = Mpts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            let mpts = Mpts::new((*params).seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(mpts), window(ratio)?.with_features(table, *embed_dim)?)
         }
         SelectorConfig::Pdts { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let pdts = Pdts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            let pdts = Pdts::new((*params).seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(pdts), window(ratio)?.with_features(table, *embed_dim)?)
         }
-        SelectorConfig::Drm { risk_from_rewards } => {
-            (Box::new(Drm::new(DrmParams { group_size: k, risk_from_rewards: *risk_from_rewards }.check()?)?), window(ratio)?)
-        }
+        SelectorConfig::Drm { risk_from_rewards } => (
+            Box::new(Drm::new(DrmParams { group_size: k, risk_from_rewards: *risk_from_rewards }.check()?)?),
+            window(ratio)?,
+        ),
         SelectorConfig::Gdrm { params } => (Box::new(Gdrm::new((*params).check()?)?), window(1)?),
     })
 }

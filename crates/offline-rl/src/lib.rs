@@ -1,0 +1,22 @@
+//! # offline-rl
+//!
+//! Offline reinforcement learning for [frugal-rl](https://example.invalid/frugal-rl) on
+//! libtorch:
+//!
+//! - [`data`]: [`Dataset`] (transitions with D4RL's terminal/timeout semantics), read and
+//!   written as D4RL HDF5, Minari datasets (pure-Rust HDF5, no C library) and our safetensors
+//!   format, with typed validation errors and a [`LoadReport`] that accounts for every row;
+//!   [`StateNorm`] (mean/std, eps 1e-3) and [`RewardTransform`]s.
+//! - [`score`]: D4RL normalised scores with the published reference returns.
+//!
+//! Guide: `docs/offline-rl.md`.
+#![deny(missing_docs)]
+#![deny(missing_debug_implementations)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod data;
+pub mod error;
+pub mod score;
+
+pub use data::{Dataset, DatasetInfo, LoadReport, RewardTransform, StateNorm};
+pub use error::{OfflineError, Result};
