@@ -91,7 +91,7 @@ lint: provision provision-mujoco
 # MUTANTS_CRATES in MUTANTS_SHARDS shards, one job each, niced; results under target/mutants/
 # and the caught share printed by scripts/mutants_summary.py (figures: docs/testing.md).
 # One crate or shard: `make mutants MUTANTS_CRATES=rl-core MUTANTS_SHARD_LIST="0 1"`.
-MUTANTS_CRATES ?= rl-core rl-nn rlvr-select
+MUTANTS_CRATES ?= rl-core rl-nn rlvr-select rlvr-core rlvr-replay
 MUTANTS_SHARDS ?= 8
 MUTANTS_SHARD_LIST ?= $(shell seq 0 $$(( $(MUTANTS_SHARDS) - 1 )))
 MUTANTS_TIMEOUT ?= 600
@@ -100,8 +100,16 @@ MUTANTS_FILES_rl-core = -f 'crates/rl-core/src/*.rs'
 MUTANTS_FILES_rl-nn = -f 'crates/rl-nn/src/*.rs'
 MUTANTS_FILES_rlvr-select = -f 'crates/rlvr-select/src/*.rs' -e 'crates/rlvr-select/src/sim.rs'
 MUTANTS_OPTS_rlvr-select = --no-default-features
+# rlvr-core without libtorch: the estimators, groups, effectiveness, token-level estimators, the
+# params and validation of every loss, LPO coefficients, KL formulas and controller, row scales;
+# the functions behind feature `tch` in these files are excluded (their tests need libtorch)
+MUTANTS_FILES_rlvr-core = -f 'crates/rlvr-core/src/{advantage,groups,effectiveness,stats,token,policy,loss,lpo,kl,kl_control,aggregate,correction,cov}.rs'
+MUTANTS_OPTS_rlvr-core = --no-default-features --exclude-re 'to_tensor|ids_tensor|member_sizes_tensor|token_weights|from_masks|GlobalCounts::local|Aggregation::aggregate|float_mask|kl_value_grad|kl_penalty|entropy_from_logits|token_log_probs|to_compute_kind|behaviour_weights'
+MUTANTS_FILES_rlvr-replay = -f 'crates/rlvr-replay/src/*.rs' -e 'crates/rlvr-replay/src/tensor.rs'
+MUTANTS_OPTS_rlvr-replay = --no-default-features
 mutants: provision
 	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
+	@mkdir -p target/mutants
 	@$(foreach c,$(MUTANTS_CRATES),$(foreach k,$(MUTANTS_SHARD_LIST),\
 		echo "== cargo mutants $(c) shard $(k)/$(MUTANTS_SHARDS)"; \
 		LIBTORCH="$(CURDIR)/.libtorch" nice -n 10 $(CARGO) mutants --package $(c) $(MUTANTS_FILES_$(c)) \
