@@ -55,6 +55,10 @@ test-examples: provision provision-mujoco
 	$(CARGO) run --quiet --features full,mujoco --example hopper -- --steps 300 --random-steps 200 --hidden 16 --eval-every 300 --checkpoint-every 300 --quiet --out target/hopper-tiny
 	$(CARGO) run --quiet --features full --example lare_generate -- --task pendulum --mode replay --model hand-written --n-candidates 1 \
 		--cache crates/lare/llm_cache --out target/lare-tiny/pendulum_encoder.json
+	$(CARGO) run --quiet --features full --example lare_compare -- --steps 300 --start-steps 100 --hidden 32 --decoder-hidden 32 \
+		--eval-every 150 --eval-episodes 1 --seeds 1 --methods lare,rrd_unbiased,ircr --quiet --out target/lare-tiny/compare
+	$(CARGO) run --quiet --features full --example lare_mpe -- --steps 200 --num-steps 40 --seeds 1 --methods lare,episodic \
+		--decoder-every 1 --decoder-updates 2 --decoder-batch 8 --eval-every 200 --eval-episodes 1 --quiet --out target/lare-tiny/mpe
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
 	@# an interrupted run resumed from its checkpoint ends with the uninterrupted run's digest
