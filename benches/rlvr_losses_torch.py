@@ -8,7 +8,11 @@ verl is imported from a local checkout that is never committed (its heavy depend
 stubbed: only `core_algos.py` and `torch_functional.py` are loaded, unchanged):
 
     git clone --depth 1 https://github.com/volcengine/verl /tmp/verl
-    ~/.cache/frugal-rl/venv/bin/python benches/rlvr_losses_torch.py --verl /tmp/verl [--threads N]
+    ~/.cache/frugal-rl/venv/bin/python benches/rlvr_losses_torch.py --verl /tmp/verl [--threads N] [--clock cpu]
+
+`--clock cpu` times the calling thread's CPU time instead of wall time (with one thread every op
+and the backward pass run on the calling thread): on a loaded machine wall time mostly measures
+the wait for a core. The Rust side's equivalent is `RLVR_BENCH_CLOCK=cpu`.
 
 Each call is timed as verl's trainer runs it: the loss function (which reads its metrics back
 with `.item()`), then `torch.autograd.grad(loss, log_prob)`. verl receives the advantages as
@@ -110,14 +114,17 @@ def lpo(logp, old, adv_row, m, groups, reverse, eps=0.2):
     return loss, {"clipfrac": clipfrac}
 
 
+CLOCK = time.perf_counter
+
+
 def bench(fn, reps, warmup=3):
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(reps):
-        t0 = time.perf_counter()
+        t0 = CLOCK()
         fn()
-        times.append(time.perf_counter() - t0)
+        times.append(CLOCK() - t0)
     times.sort()
     return times[len(times) // 2]
 
@@ -137,10 +144,21 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--verl", default=os.environ.get("VERL_SRC", "/tmp/verl"), help="a checkout of volcengine/verl")
+    ap.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall time, or the calling thread's CPU time (time.thread_time; for a loaded machine)",
+    )
     args = ap.parse_args()
+    global CLOCK
+    CLOCK = time.perf_counter if args.clock == "wall" else time.thread_time
     torch.set_num_threads(args.threads)
     ca, ActorConfig = load_verl(args.verl)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, verl core_algos from {args.verl}")
+    print(
+        f"torch {torch.__version__}, threads {torch.get_num_threads()}, clock {args.clock}, "
+        f"verl core_algos from {args.verl}"
+    )
     default = actor_config(ActorConfig)
     verl_losses = [
         ("ppo", "vanilla", "token-mean", default),
