@@ -59,6 +59,9 @@ struct Args {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// libtorch intra-op threads (1: the networks are small; more threads mostly add overhead).
+    #[arg(long, default_value_t = 1)]
+    threads: i32,
 }
 
 fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path) -> Result<()> {
@@ -105,6 +108,7 @@ fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    tch::set_num_threads(args.threads);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("target/hopper-{}", args.algo)));
     std::fs::create_dir_all(&out)?;
     let env = Locomotion::hopper(HopperParams::default().check()?)?;

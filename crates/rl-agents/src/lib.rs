@@ -15,7 +15,7 @@
 //!   [`ActionBounds`].
 //! - [`ReplayBuffer`] over [`rl_core::Transitions`] (uniform, optional `n`-step returns that
 //!   follow each environment's stream), [`Batch`] (checked tensor batches).
-//! - The loop: [`OnlineTrainer`], [`train`] (JSONL metrics through [`rl_core::MetricsSink`],
+//! - The loop: [`OnlineTrainer`], [`train()`] (JSONL metrics through [`rl_core::MetricsSink`],
 //!   progress bar, periodic evaluation and checkpoints), [`Evaluator`] / [`evaluate`].
 //!
 //! Every agent owns its random stream (weights and noise through `rl_nn::init` /

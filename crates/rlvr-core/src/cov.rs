@@ -3,6 +3,81 @@
 
 use rand::Rng;
 
+use crate::policy::ClipCovParams;
+
+/// Host copies of one micro-batch, row-major `[B, T]` (the advantages `[B]` or `[B, T]`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CovInputs<'a, T> {
+    pub lp: &'a [T],
+    pub old: &'a [T],
+    pub adv: &'a [T],
+    pub adv_per_token: bool,
+    pub mask: &'a [T],
+    pub t: usize,
+}
+
+impl<T: Copy + Into<f64>> CovInputs<'_, T> {
+    fn adv(&self, i: usize) -> f64 {
+        if self.adv_per_token {
+            self.adv[i].into()
+        } else {
+            self.adv[i / self.t.max(1)].into()
+        }
+    }
+}
+
+/// Clip-Cov's cut tokens (sorted flat indices): `cov = (A − Ā)(logp − mean logp)` with
+/// mask-weighted means (`Σ m x/(Σ m + 1e-8)`, verl's `masked_mean`), candidates are response
+/// tokens the PPO clip has not clipped with `cov_lb < cov < cov_ub`, and
+/// `max(⌊ratio · Σ m⌋, 1)` of them are drawn with `seed`.
+pub(crate) fn clip_cov_selection<T: Copy + Into<f64>>(
+    x: &CovInputs<'_, T>,
+    p: &ClipCovParams,
+    seed: u64,
+) -> Vec<usize> {
+    let n = x.mask.len();
+    let (mut sm, mut sa, mut sl) = (0.0, 0.0, 0.0);
+    for i in 0..n {
+        let m: f64 = x.mask[i].into();
+        sm += m;
+        sa += x.adv(i) * m;
+        sl += x.lp[i].into() * m;
+    }
+    let (ma, ml) = (sa / (sm + 1e-8), sl / (sm + 1e-8));
+    let (hi, lo) = (1.0 + p.eps_high, 1.0 - p.eps_low);
+    let candidates: Vec<usize> = (0..n)
+        .filter(|&i| {
+            let m: f64 = x.mask[i].into();
+            let a = x.adv(i);
+            let l: f64 = x.lp[i].into();
+            let r = (l - x.old[i].into()).exp();
+            let clipped = (a > 0.0 && r > hi) || (a < 0.0 && r < lo);
+            let cov = (a - ma) * (l - ml);
+            m > 0.0 && !clipped && cov > p.cov_lb && cov < p.cov_ub
+        })
+        .collect();
+    let mut sel = draw(candidates, selection_size(p.ratio, sm), seed);
+    sel.sort_unstable();
+    sel
+}
+
+/// KL-Cov's penalised tokens (sorted flat indices): the `max(⌊ratio · N⌋, 1)` response tokens
+/// (`m > 0`, `N` of them) with the largest `(A − Ā)(logp − mean logp)`, plain means over those
+/// tokens (verl's `kl_cov`); ties go to the lower index.
+pub(crate) fn kl_cov_selection<T: Copy + Into<f64>>(x: &CovInputs<'_, T>, ratio: f64) -> Vec<usize> {
+    let idx: Vec<usize> = (0..x.mask.len()).filter(|&i| x.mask[i].into() > 0.0).collect();
+    if idx.is_empty() {
+        return Vec::new();
+    }
+    let nv = idx.len() as f64;
+    let ma = idx.iter().map(|&i| x.adv(i)).sum::<f64>() / nv;
+    let ml = idx.iter().map(|&i| x.lp[i].into()).sum::<f64>() / nv;
+    let cov: Vec<f64> = idx.iter().map(|&i| (x.adv(i) - ma) * (x.lp[i].into() - ml)).collect();
+    let mut sel = top_k(&cov, &idx, selection_size(ratio, nv));
+    sel.sort_unstable();
+    sel
+}
+
 /// Number of tokens Clip-Cov cuts / KL-Cov penalises: `max(⌊ratio · n⌋, 1)` (verl's
 /// `max(int(ratio * mask.sum()), 1)`).
 pub(crate) fn selection_size(ratio: f64, n_tokens: f64) -> usize {
