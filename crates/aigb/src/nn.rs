@@ -62,7 +62,7 @@ impl LayerNorm {
     }
 }
 
-/// Sizes of a [`CausalTransformer`].
+/// Sizes of the crate's causal transformer (pre-LayerNorm GPT blocks; used by `dt` and `traj_eval`).
 ///
 /// | name | default | purpose | range |
 /// |---|---|---|---|
