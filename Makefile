@@ -74,6 +74,7 @@ test-examples: provision provision-mujoco
 	$(CARGO) run --quiet --features full --example aigb_generate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-generate-tiny
 	$(CARGO) run --quiet --features full --example aigb_train -- --quiet --data target/aigb-generate-tiny/trajectories.csv --steps 50 --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-train-tiny
 	$(CARGO) run --quiet --features full --example aigb_evaluate -- --quiet --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 0.5,1.0 --slots 0 --out target/aigb-evaluate-tiny
+	$(CARGO) run --quiet --features full --example aigb_generative -- --quiet --data target/aigb-generate-tiny/trajectories.csv --pv-num 5000 --planner-steps 5 --bc-steps 5 --dt-steps 5 --evaluator-steps 5 --rounds 1 --search-steps 1 --feedback-runs 1 --evaluator-refresh-steps 2 --no-ablations --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-generative-tiny
 	$(CARGO) run --quiet --features full --example offline_generate -- --quiet --task pendulum --online-steps 300 --snapshot-every 150 --random-steps 100 --transitions 300 --hidden 16 --out target/offline-tiny
 	$(CARGO) run --quiet --features full --example offline_generate -- --quiet --task maze2d-umaze --transitions 600 --out target/offline-tiny
 	$(CARGO) run --quiet --features full --example offline_train -- --quiet --algo dmg --data target/offline-tiny/pendulum-medium-replay.safetensors --task pendulum \
