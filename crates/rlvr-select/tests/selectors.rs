@@ -275,11 +275,11 @@ fn filter_bands_and_generation_cap_on_known_rates() -> anyhow::Result<()> {
         Ok(ids_kept)
     };
     let base = FilterParams { group_size: 4, gen_batch: Some(5), max_gen_batches: 1, ..FilterParams::default() };
-    assert_eq!(kept(base.clone().band(0.0, 0.5, true), &mut rng)?, vec![1]);
-    assert_eq!(kept(base.clone().band(0.1, 0.9, true), &mut rng)?, vec![1, 2, 3]);
-    assert_eq!(kept(base.clone().band(0.0, 1.0, true), &mut rng)?, vec![1, 2, 3]);
-    assert_eq!(kept(base.clone().band(0.25, 0.75, false), &mut rng)?, vec![1, 2, 3]);
-    assert_eq!(kept(base.clone().band(0.5, 1.0, false), &mut rng)?, vec![2, 3, 4]);
+    assert_eq!(kept(base.band(0.0, 0.5, true), &mut rng)?, vec![1]);
+    assert_eq!(kept(base.band(0.1, 0.9, true), &mut rng)?, vec![1, 2, 3]);
+    assert_eq!(kept(base.band(0.0, 1.0, true), &mut rng)?, vec![1, 2, 3]);
+    assert_eq!(kept(base.band(0.25, 0.75, false), &mut rng)?, vec![1, 2, 3]);
+    assert_eq!(kept(base.band(0.5, 1.0, false), &mut rng)?, vec![2, 3, 4]);
     // never enough kept prompts: the cap stops after exactly `max_gen_batches` batches
     let many: Vec<u64> = (0..50).map(|i| 5 * i + 4).collect(); // all p = 1
     let mut ds = DynamicSampling::new(
