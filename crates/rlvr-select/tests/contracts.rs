@@ -158,3 +158,22 @@ fn outcome_and_candidate_helpers() -> Res {
     assert!(s.prefetched_for(4).is_none());
     Ok(())
 }
+
+/// MoPPS's discounted posterior update by hand, and its state's array lengths checked.
+#[test]
+fn mopps_discounted_update_and_state_lengths() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let mut m = Mopps::new(MoppsParams::default().prior(2.0, 3.0).decay(0.5).check()?, 2)?;
+    m.observe(0, &[Outcome::from_successes(0, 3, 4)], &mut rng)?;
+    let s = m.save_state()?;
+    // α = 0.5·2 + 0.5·2 + 3 = 5, β = 0.5·3 + 0.5·3 + (4 − 3) = 4; prompt 1 keeps its prior
+    assert_eq!((s["alpha"][0].as_f64(), s["beta"][0].as_f64()), (Some(5.0), Some(4.0)));
+    assert_eq!((s["alpha"][1].as_f64(), s["beta"][1].as_f64()), (Some(2.0), Some(3.0)));
+    for key in ["alpha", "beta", "n_sampled"] {
+        let mut bad = s.clone();
+        bad[key] = serde_json::json!([1]);
+        assert!(matches!(m.load_state(&bad), Err(SelectError::InvalidState(_))), "{key}");
+    }
+    assert_eq!(m.save_state()?, s);
+    Ok(())
+}

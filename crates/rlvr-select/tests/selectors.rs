@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use rl_core::Params;
 use rlvr_select::sim::{run, PromptPoolSim, RunConfig, SimParams};
 use rlvr_select::{
-    BudgetedOracle, CandidateSource, Candidates, Dps, DpsParams, DynamicSampling, EpochWindow, FilterParams,
-    HistoryResampling, HistoryResamplingParams, Mopps, MoppsAcquisition, MoppsParams, NoRollouts,
+    BudgetedOracle, CandidateSource, Candidates, Dps, DpsParams, DynamicSampling, EpochWindow, FilterParams, Gdrm,
+    GdrmParams, HistoryResampling, HistoryResamplingParams, Mopps, MoppsAcquisition, MoppsParams, NoRollouts,
     OnlineDifficultyFilter, Outcome, RolloutOracle, SelectError, Selector, Shortfall, Uniform,
 };
 
@@ -27,6 +27,7 @@ fn all_selectors(n: usize) -> anyhow::Result<Vec<Box<dyn Selector>>> {
         )?),
         Box::new(Dps::new(DpsParams::default().check()?, n)?),
         Box::new(Dps::new(DpsParams::default().entropy_weight(0.1).check()?, n)?),
+        Box::new(Gdrm::new(GdrmParams::default().check()?)?),
     ])
 }
 
