@@ -197,3 +197,21 @@ fn gdrm_weights_and_drm_shortfall() -> anyhow::Result<()> {
     assert_eq!((s.ids.len(), s.shortfall), (2, None));
     Ok(())
 }
+
+/// MoPPS's threshold acquisition prefers draws inside `[lo, hi]`: with sharp posteriors at
+/// about 0.01, 0.5 and 0.99, the middle prompt is chosen every time.
+#[test]
+fn mopps_threshold_prefers_the_band() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let acq = rlvr_select::MoppsAcquisition::Threshold { lo: 0.3, hi: 0.7 };
+    let mut m = Mopps::new(MoppsParams::default().acquisition(acq).check()?, 3)?;
+    for step in 0..10 {
+        let o = [Outcome::from_successes(0, 0, 8), Outcome::from_successes(1, 4, 8), Outcome::from_successes(2, 8, 8)];
+        m.observe(step, &o, &mut rng)?;
+    }
+    let ids: Vec<ItemId> = vec![0, 1, 2];
+    for step in 10..30 {
+        assert_eq!(m.select(step, Candidates::new(&ids), 1, &mut NoRollouts, &mut rng)?.ids, vec![1]);
+    }
+    Ok(())
+}
