@@ -6,8 +6,8 @@
 //! PDTS papers, checked with this library's real agents.
 //!
 //! ```text
-//! cargo run --release --features rl-agents,rlvr-select --example robust_dr -- --seeds 3   # the reported run
-//! cargo run --features rl-agents,rlvr-select --example robust_dr -- --iters 3 --seeds 1 --hidden 16 --test-grid 2   # CI size
+//! cargo run --release --features rl-agents,rlvr-select-neural --example robust_dr -- --seeds 3 --iters 20 --parallel  # the reported runs
+//! cargo run --features rl-agents,rlvr-select-neural --example robust_dr -- --iters 3 --seeds 1 --hidden 16 --test-grid 2   # CI size
 //! ```
 //!
 //! Setup (ours; PDTS's physical-DR benchmarks are MuJoCo/Box2D tasks with DDPG, see
