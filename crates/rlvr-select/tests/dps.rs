@@ -424,3 +424,18 @@ fn load_state_checks_signs_and_column_sums() -> anyhow::Result<()> {
     assert!(matches!(dps.load_state(&empty), Err(SelectError::InvalidState(_))));
     Ok(())
 }
+
+/// Ties (fresh prompts have equal beliefs) are broken at random: over many calls every prompt
+/// is chosen first about equally often.
+#[test]
+fn ties_are_broken_uniformly() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let ids: Vec<u64> = (0..4).collect();
+    let mut hits = [0u32; 4];
+    for _ in 0..400 {
+        let mut dps = Dps::new(DpsParams::default().check()?, 4)?;
+        hits[dps.select(0, Candidates::new(&ids), 1, &mut NoRollouts, &mut rng)?.ids[0] as usize] += 1;
+    }
+    assert!(hits.iter().all(|&h| (60..=140).contains(&h)), "{hits:?}");
+    Ok(())
+}
