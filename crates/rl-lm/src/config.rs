@@ -165,6 +165,15 @@ impl LmConfig {
     }
 }
 
+impl rl_core::Params for LmConfig {
+    type Error = LmError;
+
+    /// Every field in range; [`LmError::InvalidConfig`] names the first bad one.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -193,14 +202,5 @@ mod tests {
         assert_eq!(partial.vocab_size, 10);
         assert_eq!(partial.d_model, 128);
         assert!(serde_json::from_str::<LmConfig>(r#"{"vocab": 10}"#).is_err());
-    }
-}
-
-impl rl_core::Params for LmConfig {
-    type Error = LmError;
-
-    /// Every field in range; [`LmError::InvalidConfig`] names the first bad one.
-    fn validate(&self) -> Result<()> {
-        self.validate_fields()
     }
 }

@@ -344,6 +344,15 @@ impl ArithParams {
     }
 }
 
+impl rl_core::Params for ArithParams {
+    type Error = TaskError;
+
+    /// Every field in range; the error names the first bad one.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,14 +404,5 @@ mod tests {
             let t = p.generate(0, &mut rng).unwrap();
             assert!(t.a >= t.b && (100..1000).contains(&t.a) && (100..1000).contains(&t.b));
         }
-    }
-}
-
-impl rl_core::Params for ArithParams {
-    type Error = TaskError;
-
-    /// Every field in range; the error names the first bad one.
-    fn validate(&self) -> Result<()> {
-        self.validate_fields()
     }
 }

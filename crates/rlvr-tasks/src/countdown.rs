@@ -517,6 +517,15 @@ fn random_combination<R: Rng + ?Sized>(numbers: &[i64], rng: &mut R) -> Option<i
     items.first().copied()
 }
 
+impl rl_core::Params for CountdownParams {
+    type Error = TaskError;
+
+    /// Every field in range; the error names the first bad one.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -628,14 +637,5 @@ mod tests {
         let p3 = CountdownParams { levels: vec![CountdownLevel { numbers: 2, max_number: 1, max_target: 1 }], ..p };
         // 1+1 = 2, 1*1 = 1: reachable
         assert_eq!(p3.generate(0, &mut rng).map(|t| t.target), Ok(1));
-    }
-}
-
-impl rl_core::Params for CountdownParams {
-    type Error = TaskError;
-
-    /// Every field in range; the error names the first bad one.
-    fn validate(&self) -> Result<()> {
-        self.validate_fields()
     }
 }

@@ -504,6 +504,15 @@ impl<'a> IntoIterator for &'a PromptPool {
     }
 }
 
+impl rl_core::Params for PoolParams {
+    type Error = TaskError;
+
+    /// Every field in range; the error names the first bad one.
+    fn validate(&self) -> Result<()> {
+        self.validate_fields()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -625,14 +634,5 @@ mod tests {
         );
         assert_eq!(task.verify_tokens(&tok, &[-7, 2], &r).reward, 0.0);
         assert_eq!(task.verify_tokens(&tok, &[], &r).reward, 0.0);
-    }
-}
-
-impl rl_core::Params for PoolParams {
-    type Error = TaskError;
-
-    /// Every field in range; the error names the first bad one.
-    fn validate(&self) -> Result<()> {
-        self.validate_fields()
     }
 }

@@ -567,12 +567,12 @@ impl SelectorConfig {
             }
             Self::Mpts { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                rlvr_select::neural::Mpts::new(params.clone().check()?, *embed_dim)?;
+                rlvr_select::neural::Mpts::new((*params).check()?, *embed_dim)?;
                 Ok(())
             }
             Self::Pdts { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                rlvr_select::neural::Pdts::new(params.clone().check()?, *embed_dim)?;
+                rlvr_select::neural::Pdts::new((*params).check()?, *embed_dim)?;
                 Ok(())
             }
             Self::Drm { risk_from_rewards } => {

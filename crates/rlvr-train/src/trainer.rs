@@ -1122,17 +1122,17 @@ fn build_selector(cfg: &RunConfig, tasks: &TaskSet) -> Result<(Box<dyn Selector 
         SelectorConfig::Dps { params } => (Box::new(Dps::new((*params).check()?, n)?), window(ratio)?),
         SelectorConfig::Gps { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let gps = Gps::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            let gps = Gps::new((*params).seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(gps), window(ratio)?.with_features(table, *embed_dim)?)
         }
         SelectorConfig::Mpts { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let mpts = Mpts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            let mpts = Mpts::new((*params).seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(mpts), window(ratio)?.with_features(table, *embed_dim)?)
         }
         SelectorConfig::Pdts { params, embed_dim } => {
             let table = prompt_features(tasks, *embed_dim)?;
-            let pdts = Pdts::new(params.clone().seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
+            let pdts = Pdts::new((*params).seed(seed).check()?, *embed_dim)?.with_feature_table(table.clone())?;
             (Box::new(pdts), window(ratio)?.with_features(table, *embed_dim)?)
         }
         SelectorConfig::Drm { risk_from_rewards } => (
