@@ -39,7 +39,7 @@ test: provision provision-mujoco
 	@$(MAKE) --no-print-directory test-examples
 
 # Every example at a tiny size, so CI keeps them working.
-test-examples: provision
+test-examples: provision provision-mujoco
 	$(CARGO) run --quiet --features full --example mlp_fit -- --steps 60 --points 64
 	$(CARGO) run --quiet --features full --example rlvr_losses
 	$(CARGO) run --quiet --features full --example popo_replay -- 6
@@ -48,8 +48,17 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example select_neural -- --n-prompts 200 --steps 20
 	$(CARGO) run --quiet --features full --example embed_trainer
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny
+	$(CARGO) run --quiet --features full --example sac_pendulum -- --steps 400 --random-steps 200 --hidden 16 --eval-every 200 --quiet --out target/sac-pendulum-tiny
+	$(CARGO) run --quiet --features full --example ppo_cartpole -- --steps 1024 --eval-every 512 --quiet --out target/ppo-cartpole-tiny
+	$(CARGO) run --quiet --features full --example agents_speed -- --seconds 0.05 --hidden 16,16 --batch 32
+	$(CARGO) run --quiet --features full --example robust_dr -- --iters 3 --seeds 1 --batch 2 --hidden 16 --test-grid 2 --eval-every 3 --out target/robust-dr-tiny
+	$(CARGO) run --quiet --features full,mujoco --example hopper -- --steps 300 --random-steps 200 --hidden 16 --eval-every 300 --checkpoint-every 300 --quiet --out target/hopper-tiny
 	$(CARGO) run --quiet --features full --example lare_generate -- --task pendulum --mode replay --model hand-written --n-candidates 1 \
 		--cache crates/lare/llm_cache --out target/lare-tiny/pendulum_encoder.json
+	$(CARGO) run --quiet --features full --example lare_compare -- --steps 300 --start-steps 100 --hidden 32 --decoder-hidden 32 \
+		--eval-every 150 --eval-episodes 1 --seeds 1 --methods lare,rrd_unbiased,ircr --quiet --out target/lare-tiny/compare
+	$(CARGO) run --quiet --features full --example lare_mpe -- --steps 200 --num-steps 40 --seeds 1 --methods lare,episodic \
+		--decoder-every 1 --decoder-updates 2 --decoder-batch 8 --eval-every 200 --eval-episodes 1 --quiet --out target/lare-tiny/mpe
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny.toml --out target/rlvr-demo-tiny-compare \
 		--compare --seeds 1 --steps 4 --report target/rlvr-demo-tiny-compare/report.md
 	@# an interrupted run resumed from its checkpoint ends with the uninterrupted run's digest
@@ -65,6 +74,12 @@ test-examples: provision
 	$(CARGO) run --quiet --features full --example aigb_generate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-generate-tiny
 	$(CARGO) run --quiet --features full --example aigb_train -- --quiet --data target/aigb-generate-tiny/trajectories.csv --steps 50 --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-train-tiny
 	$(CARGO) run --quiet --features full --example aigb_evaluate -- --quiet --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 0.5,1.0 --slots 0 --out target/aigb-evaluate-tiny
+	$(CARGO) run --quiet --features full --example offline_generate -- --quiet --task pendulum --online-steps 300 --snapshot-every 150 --random-steps 100 --transitions 300 --hidden 16 --out target/offline-tiny
+	$(CARGO) run --quiet --features full --example offline_generate -- --quiet --task maze2d-umaze --transitions 600 --out target/offline-tiny
+	$(CARGO) run --quiet --features full --example offline_train -- --quiet --algo dmg --data target/offline-tiny/pendulum-medium-replay.safetensors --task pendulum \
+		--steps 40 --eval-every 20 --eval-episodes 1 --seeds 1 --hidden 16 --finetune-steps 20 --out target/offline-tiny/train
+	$(CARGO) run --quiet --features full --example offline_benchmark -- --quiet --task pendulum --data-dir target/offline-tiny --kinds medium --seeds 1 --steps 20 \
+		--eval-every 10 --eval-episodes 1 --hidden 16 --dynamics-steps 10 --robustness obs:0.1,act:0.1 --out target/offline-tiny/bench
 
 # The end-to-end RLVR run: warm start, DPS selection, POPO replay (examples/rlvr_demo.rs).
 demo: provision
@@ -82,7 +97,7 @@ lint: provision provision-mujoco
 # MUTANTS_CRATES in MUTANTS_SHARDS shards, one job each, niced; results under target/mutants/
 # and the caught share printed by scripts/mutants_summary.py (figures: docs/testing.md).
 # One crate or shard: `make mutants MUTANTS_CRATES=rl-core MUTANTS_SHARD_LIST="0 1"`.
-MUTANTS_CRATES ?= rl-core rl-nn rlvr-select
+MUTANTS_CRATES ?= rl-core rl-nn rlvr-select rlvr-core rlvr-replay
 MUTANTS_SHARDS ?= 8
 MUTANTS_SHARD_LIST ?= $(shell seq 0 $$(( $(MUTANTS_SHARDS) - 1 )))
 MUTANTS_TIMEOUT ?= 600
@@ -91,12 +106,21 @@ MUTANTS_FILES_rl-core = -f 'crates/rl-core/src/*.rs'
 MUTANTS_FILES_rl-nn = -f 'crates/rl-nn/src/*.rs'
 MUTANTS_FILES_rlvr-select = -f 'crates/rlvr-select/src/*.rs' -e 'crates/rlvr-select/src/sim.rs'
 MUTANTS_OPTS_rlvr-select = --no-default-features
+# rlvr-core without libtorch: the estimators, groups, effectiveness, token-level estimators, the
+# params and validation of every loss, LPO coefficients, KL formulas and controller, row scales;
+# the functions behind feature `tch` in these files are excluded (their tests need libtorch)
+MUTANTS_FILES_rlvr-core = -f 'crates/rlvr-core/src/{advantage,groups,effectiveness,stats,token,policy,loss,lpo,kl,kl_control,aggregate,correction,cov}.rs'
+MUTANTS_OPTS_rlvr-core = --no-default-features --exclude-re 'to_tensor|ids_tensor|member_sizes_tensor|token_weights|from_masks|GlobalCounts::local|Aggregation::aggregate|float_mask|kl_value_grad|kl_penalty|entropy_from_logits|token_log_probs|to_compute_kind|behaviour_weights'
+MUTANTS_FILES_rlvr-replay = -f 'crates/rlvr-replay/src/*.rs' -e 'crates/rlvr-replay/src/tensor.rs'
+MUTANTS_OPTS_rlvr-replay = --no-default-features
 mutants: provision
 	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
+	@mkdir -p target/mutants
 	@$(foreach c,$(MUTANTS_CRATES),$(foreach k,$(MUTANTS_SHARD_LIST),\
 		echo "== cargo mutants $(c) shard $(k)/$(MUTANTS_SHARDS)"; \
 		LIBTORCH="$(CURDIR)/.libtorch" nice -n 10 $(CARGO) mutants --package $(c) $(MUTANTS_FILES_$(c)) \
-			$(MUTANTS_OPTS_$(c)) --shard $(k)/$(MUTANTS_SHARDS) --jobs 1 --timeout $(MUTANTS_TIMEOUT) \
+			$(MUTANTS_OPTS_$(c)) --shard $(k)/$(MUTANTS_SHARDS) --sharding round-robin --jobs 1 \
+			--timeout $(MUTANTS_TIMEOUT) \
 			--output target/mutants/$(c)-$(k) >/dev/null || true;))
 	@python3 scripts/mutants_summary.py target/mutants
 

@@ -10,6 +10,7 @@
 //! cargo run --release --example rlvr_losses --features rlvr-core-tch
 //! ```
 use anyhow::Result;
+use rand::Rng;
 use rlvr_core::{
     entropy_from_logits, token_log_probs, AdvantageConfig, AdvantageParams, Aggregation, CispoParams, ClipCovParams,
     DecoupledParams, GlobalCounts, GmpoParams, Groups, GspoParams, KlCovParams, KlParams, LossConfig, LossInputs,
@@ -24,15 +25,18 @@ const T: i64 = 12; // max response length
 const V: i64 = 8; // vocabulary
 
 fn main() -> Result<()> {
-    rl_nn::seed_torch(0);
+    // every random number from one seeded stream (never libtorch's global generator)
+    let mut rng = rl_core::rng_from_seed(0);
     let dev = Device::Cpu;
-    let init = Tensor::randn([G, T, V], (Kind::Float, dev)) * 0.5;
+    let f32s = (Kind::Float, dev);
+    let init = rl_nn::rand::standard_normal(&[G, T, V], f32s, &mut rng)? * 0.5;
 
     // --- rollout with the initial policy -------------------------------------------------
-    let probs = init.softmax(-1, Kind::Float).unsqueeze(1).expand([G, K, T, V], false).reshape([G * K * T, V]);
-    let tokens = probs.multinomial(1, true).view([G * K, T]);
+    let logits = init.unsqueeze(1).expand([G, K, T, V], false).reshape([G * K * T, V]);
+    let tokens = rl_nn::rand::categorical(&logits, &mut rng)?.view([G * K, T]);
     let answer = Tensor::arange(G, (Kind::Int64, dev)).remainder(V).repeat_interleave_self_int(K, 0, None).unsqueeze(1);
-    let lengths = Tensor::randint_low(6, T + 1, [G * K, 1], (Kind::Int64, dev));
+    let lens: Vec<i64> = (0..G * K).map(|_| rng.random_range(6..=T)).collect();
+    let lengths = Tensor::from_slice(&lens).view([G * K, 1]);
     let mask = Tensor::arange(T, (Kind::Int64, dev)).unsqueeze(0).lt_tensor(&lengths);
     let hits = tokens.eq_tensor(&answer).logical_and(&mask).sum_dim_intlist(1, false, Kind::Int64);
     let rewards: Vec<f64> = Vec::<i64>::try_from(hits)?.into_iter().map(|h| if h >= 2 { 1.0 } else { 0.0 }).collect();
@@ -49,7 +53,7 @@ fn main() -> Result<()> {
     let old_logp = old_logp.detach();
     let ref_logp = old_logp.copy();
     // a "replayed" batch: pretend the tokens came from a slightly older behaviour policy
-    let behave_logp = &old_logp - Tensor::randn([G * K, T], (Kind::Float, dev)).abs() * 0.05;
+    let behave_logp = &old_logp - rl_nn::rand::standard_normal(&[G * K, T], f32s, &mut rng)?.abs() * 0.05;
     let counts = GlobalCounts::local(&mask)?;
 
     let cases: Vec<(&str, LossParams, bool)> = vec![

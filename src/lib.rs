@@ -14,6 +14,7 @@
 //! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
 //! | `rlvr-train` | [`rlvr_train`] | the end-to-end RLVR loop: warm start, group rollouts, selection, POPO replay, any loss, held-out pass@k |
 //! | `rl-envs` | [`rl_envs`] | environments matched to gymnasium step for step (classic control, point mazes, particle worlds) and wrappers (tch-free) |
+//! | `rl-agents` | [`rl_agents`] | online SAC, TD3 and PPO with published defaults, replay buffer, fused critic ensembles, training loop, evaluation |
 //! | `lare` | [`lare`] | LaRe credit assignment (latent-reward encoders as sandboxed scripts, offline-replayable LLM pipeline, reward decoders) with the RD, RRD, IRCR baselines |
 //! | `mujoco` | [`rl_envs`] | adds MuJoCo locomotion (Hopper, HalfCheetah, Walker2d, Ant) and the MuJoCo point maze (needs `make provision-mujoco`) |
 //! | `aigb` (`aigb-tch` for the learned bidders) | [`aigb`] | auto-bidding: AuctionNet-faithful auction simulator, PID/OnlineLP/fixed-CPA bidders, logged trajectories, held-out evaluation |
@@ -29,6 +30,8 @@ pub use aigb;
 pub use lare;
 #[cfg(feature = "offline-rl")]
 pub use offline_rl;
+#[cfg(feature = "rl-agents")]
+pub use rl_agents;
 pub use rl_core as core;
 #[cfg(feature = "rl-envs")]
 pub use rl_envs;

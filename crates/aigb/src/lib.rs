@@ -54,15 +54,27 @@ pub mod auction;
 pub mod bidder;
 pub mod bidders;
 pub mod dataset;
+#[cfg(feature = "tch")]
+pub mod diffusion;
+#[cfg(feature = "tch")]
+pub mod dt;
 pub mod error;
 pub mod eval;
 #[cfg(feature = "tch")]
 pub mod learned;
 pub mod market;
+#[cfg(feature = "tch")]
+pub mod nn;
+#[cfg(feature = "tch")]
+pub mod planner;
 pub mod policy;
+#[cfg(feature = "tch")]
+pub mod search;
 pub mod sim;
 pub mod stats;
 pub mod traffic;
+#[cfg(feature = "tch")]
+pub mod traj_eval;
 
 pub use auction::{AdvertiserTick, AuctionParams, Cascade, ReserveRule, TickAuction, ValueBounds, ValueNoise};
 pub use bidder::{
@@ -75,7 +87,9 @@ pub use bidders::{
 pub use dataset::{DatasetMeta, Padded, Step, Trajectory, TrajectoryDataset};
 pub use error::{AigbError, Result};
 pub use eval::{EvalParams, EvalReport, EvalRow, EvalSummary, Evaluator};
-pub use market::{build_lineup, build_online_lp_table, default_lineup, generate_dataset, BidderSpec, DataGenParams};
+pub use market::{
+    build_lineup, build_online_lp_table, default_lineup, generate_dataset, BidderSpec, DataGenParams, PID_CPA_CAP,
+};
 pub use policy::{MlpPolicy, PolicyBidder, StateNorm};
 pub use sim::{
     auctionnet_advertisers, score, Advertiser, AdvertiserResult, CompatParams, Observer, PeriodResult, SimParams,

@@ -17,6 +17,13 @@ use crate::error::{check_positive, check_range, AigbError, Result};
 use crate::sim::Simulator;
 use rl_core::Params;
 
+/// The cap of [`BidderSpec::PidCpa`]: α ≤ 1.5 · CPA (OnlineLP's bound, `onlinelp_bidding_strategy.py`).
+///
+/// Part 1 documented this cap but [`BidderSpec::build`] never passed it to [`PidParams`], so it
+/// never applied (the evaluation numbers did not move when it was "added");
+/// `log_pid_cap_binds` in `tests/market.rs` now checks that it binds in a real period.
+pub const PID_CPA_CAP: f64 = 1.5;
+
 /// A rule-based bidder, by kind and hyper-parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
@@ -31,7 +38,8 @@ pub enum BidderSpec {
         /// α₀ (AuctionNet: 15).
         initial_alpha: f64,
     },
-    /// [`PidBidder`] with the log-PID rule starting at `m · CPA`, α capped at 1.5 · CPA.
+    /// [`PidBidder`] with the log-PID rule starting at `m · CPA`, α capped at
+    /// [`PID_CPA_CAP`] · CPA.
     PidCpa {
         /// α₀ as a CPA multiple.
         cpa_multiplier: f64,
@@ -61,6 +69,7 @@ impl BidderSpec {
                 PidParams::default()
                     .initial_alpha_cpa_multiplier(Some(cpa_multiplier))
                     .rule(PacingRule::pid())
+                    .max_alpha_cpa_multiplier(Some(PID_CPA_CAP))
                     .check()?,
             )),
             BidderSpec::OnlineLp => {

@@ -145,6 +145,9 @@ pub enum LareError {
     /// An error from `rl-nn` (checkpoints, optimiser, tensors).
     #[error(transparent)]
     Nn(#[from] rl_nn::RlNnError),
+    /// An error from `rl-agents` (the learners of the training loops).
+    #[error(transparent)]
+    Agent(#[from] rl_agents::AgentError),
     /// An error from `rl-envs`.
     #[error(transparent)]
     Env(#[from] rl_envs::EnvError),

@@ -62,6 +62,7 @@ pub mod error;
 pub mod llm;
 pub mod redistribute;
 pub mod script;
+pub mod train;
 
 pub use credit::{AgentCreditDecoder, CreditParams, MultiEpisode, MultiEpisodeBuffer, TeamTarget};
 pub use decoder::{DecoderParams, DecompositionLoss, RewardDecoder};

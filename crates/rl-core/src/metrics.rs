@@ -183,6 +183,17 @@ mod tests {
     }
 
     #[test]
+    fn dropping_a_sink_flushes_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.jsonl");
+        {
+            let mut sink = JsonlSink::create(&path).unwrap();
+            sink.log(7, &Metrics::new().with("x", 1.0)).unwrap();
+        }
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":7,\"x\":1.0}\n");
+    }
+
+    #[test]
     fn memory_sink_series_and_prefix() {
         let mut sink = MemorySink::default();
         let mut m = Metrics::new();

@@ -207,6 +207,18 @@ fn running_mean_std_updates_like_chan_et_al() {
 }
 
 #[test]
+fn random_policy_samples_its_space() {
+    use rl_core::{ActMode, Policy, RandomPolicy};
+    let policy = RandomPolicy::new(Space::symmetric(2, 1.0).unwrap());
+    let mut rng = rl_core::rng_from_seed(4);
+    let acts: Vec<Array1<f32>> =
+        (0..20).map(|_| policy.act(array![0.0].view(), ActMode::Deterministic, &mut rng).unwrap()).collect();
+    assert!(acts.iter().all(|a| a.len() == 2 && a.iter().all(|v| (-1.0..=1.0).contains(v))));
+    assert!(acts.windows(2).any(|w| w[0] != w[1]));
+    assert!(acts.iter().any(|a| a[0] < -0.5) && acts.iter().any(|a| a[0] > 0.5));
+}
+
+#[test]
 fn episodes_metrics_and_params() {
     let mut e = EpisodeStats::default();
     e.record(1.5);

@@ -1,4 +1,4 @@
-//! Outcome-reward advantage estimators (tch-free, f64).
+//! Outcome-reward advantage estimators (f64; tch-free apart from `Advantages::to_tensor`, feature `tch`).
 //!
 //! Every estimator maps the outcome rewards `R` of a batch (one scalar per sequence), its
 //! [`Groups`] and, where needed, response lengths or baselines to one advantage per sequence.

@@ -268,3 +268,62 @@ impl GlobalCounts {
         Self::from_masks(&[mask], 1)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn row_scales_native_and_verl() {
+        let c = GlobalCounts::new(10.0, 4.0, 2).unwrap();
+        let n = Compat::Native;
+        assert_eq!(Aggregation::TokenMean.row_scale(3.0, 8, &c, n), 0.2);
+        assert_eq!(Aggregation::SeqMeanTokenSum.row_scale(3.0, 8, &c, n), 0.5);
+        assert_eq!(Aggregation::SeqMeanTokenMean.row_scale(4.0, 8, &c, n), 0.125);
+        assert_eq!(Aggregation::SeqMeanTokenMean.row_scale(0.0, 8, &c, n), 0.0);
+        assert_eq!(Aggregation::SeqMeanTokenSumNorm { scale: None }.row_scale(3.0, 8, &c, n), 2.0 / 32.0);
+        assert_eq!(Aggregation::SeqMeanTokenSumNorm { scale: Some(5.0) }.row_scale(3.0, 8, &c, n), 0.1);
+        // verl: seq-mean-token-sum-norm divides by L alone; seq-mean-token-mean by len + 1e-8
+        let v = Compat::Verl;
+        assert_eq!(Aggregation::SeqMeanTokenSumNorm { scale: None }.row_scale(3.0, 8, &c, v), 0.125);
+        assert_eq!(Aggregation::SeqMeanTokenSumNorm { scale: Some(5.0) }.row_scale(3.0, 8, &c, v), 0.2);
+        assert_eq!(Aggregation::SeqMeanTokenMean.row_scale(4.0, 8, &c, v), 2.0 / (4.0 * (4.0 + 1e-8)));
+        assert_eq!(Aggregation::TokenMean.row_scale(3.0, 8, &c, v), 0.2);
+        assert_eq!(Aggregation::SeqMeanTokenSum.row_scale(3.0, 8, &c, v), 0.5);
+    }
+
+    #[test]
+    fn counts_and_validation() {
+        let c = GlobalCounts::from_lengths(&[3u32, 0, 2], 1).unwrap();
+        assert_eq!((c.tokens, c.sequences, c.dp_size), (5.0, 2.0, 1));
+        let c = GlobalCounts::from_lengths(&[0.5f64, 1.5], 3).unwrap();
+        assert_eq!((c.tokens, c.sequences, c.dp_size), (2.0, 2.0, 3));
+        assert!(matches!(GlobalCounts::from_lengths(&[0u32, 0], 1), Err(RlvrCoreError::Counts(_))));
+        assert!(GlobalCounts::from_lengths(&[-1.0f64, 3.0], 1).is_err());
+        assert!(GlobalCounts::from_lengths(&[f64::NAN], 1).is_err());
+        assert!(GlobalCounts::new(1.0, 1.0, 0).is_err());
+        assert!(GlobalCounts::new(1.0, 0.0, 1).is_err());
+        assert!(GlobalCounts::new(0.0, 1.0, 1).is_err());
+        assert!(GlobalCounts::new(1.0, f64::INFINITY, 1).is_err());
+        assert!(GlobalCounts::new(1.0, 1.0, 1).is_ok());
+        match (Aggregation::SeqMeanTokenSumNorm { scale: Some(0.0) }).validate_at("aggregation") {
+            Err(RlvrCoreError::InvalidParameter { name, .. }) => assert_eq!(name, "aggregation.scale"),
+            other => panic!("{other:?}"),
+        }
+        assert!(Aggregation::SeqMeanTokenSumNorm { scale: Some(f64::NAN) }.validate_at("a").is_err());
+        assert!(Aggregation::SeqMeanTokenSumNorm { scale: None }.validate_at("a").is_ok());
+        let names: Vec<_> = [
+            Aggregation::TokenMean,
+            Aggregation::SeqMeanTokenSum,
+            Aggregation::SeqMeanTokenMean,
+            Aggregation::SeqMeanTokenSumNorm { scale: None },
+        ]
+        .iter()
+        .map(Aggregation::name)
+        .collect();
+        assert_eq!(names, ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]);
+        let a: Aggregation = serde_json::from_str(r#"{"mode": "seq-mean-token-sum-norm"}"#).unwrap();
+        assert_eq!(a, Aggregation::SeqMeanTokenSumNorm { scale: None });
+        assert!(serde_json::from_str::<Aggregation>(r#"{"mode": "seq-mean-token-sum-norm", "scal": 3}"#).is_err());
+    }
+}

@@ -263,3 +263,45 @@ pub fn behaviour_weights(
         behave_approx_kl: v[5] / tokens,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rl_core::Params;
+
+    #[test]
+    fn setters_validation_and_scalar_weight() {
+        let p = DecoupledParams::default().level(IsLevel::Token).mode(IsMode::Mask).upper(3.0).lower(Some(0.5));
+        assert_eq!(p, DecoupledParams { level: IsLevel::Token, mode: IsMode::Mask, upper: 3.0, lower: Some(0.5) });
+        assert_eq!(DecoupledParams::default().bounds(Some(0.1), 4.0).upper, 4.0);
+        assert_eq!(
+            DecoupledParams::areal(),
+            DecoupledParams { level: IsLevel::Token, mode: IsMode::Mask, upper: 5.0, lower: None }
+        );
+        for (q, name) in [
+            (DecoupledParams::default().upper(0.99), "correction.upper"),
+            (DecoupledParams::default().upper(f64::INFINITY), "correction.upper"),
+            (DecoupledParams::default().lower(Some(1.5)), "correction.lower"),
+            (DecoupledParams::default().lower(Some(-0.1)), "correction.lower"),
+        ] {
+            match q.check() {
+                Err(crate::RlvrCoreError::InvalidParameter { name: n, .. }) => assert_eq!(n, name),
+                other => panic!("{q:?}: {other:?}"),
+            }
+        }
+        assert!(DecoupledParams::default().upper(1.0).lower(Some(1.0)).check().is_ok());
+        // truncate: clamp into [lower, upper]; mask: zero outside; raw = exp(clamp(log_w, ±20))
+        let t = DecoupledParams::default().bounds(Some(0.5), 2.0);
+        assert_eq!(t.weight(0.0), (1.0, 1.0, true));
+        let (a, raw, inside) = t.weight(1.0);
+        assert_eq!((a, inside), (2.0, false));
+        assert!((raw - 1f64.exp()).abs() < 1e-15);
+        assert_eq!(t.weight(-1.0).0, 0.5);
+        let m = t.mode(IsMode::Mask);
+        assert_eq!(m.weight(1.0).0, 0.0);
+        assert_eq!(m.weight(-1.0).0, 0.0);
+        assert!((m.weight(0.5).0 - 0.5f64.exp()).abs() < 1e-15);
+        assert!(m.weight(2f64.ln()).2); // the bounds are inclusive
+        assert!((t.weight(100.0).1 - 20f64.exp()).abs() < 1e-3);
+    }
+}

@@ -3,6 +3,81 @@
 
 use rand::Rng;
 
+use crate::policy::ClipCovParams;
+
+/// Host copies of one micro-batch, row-major `[B, T]` (the advantages `[B]` or `[B, T]`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CovInputs<'a, T> {
+    pub lp: &'a [T],
+    pub old: &'a [T],
+    pub adv: &'a [T],
+    pub adv_per_token: bool,
+    pub mask: &'a [T],
+    pub t: usize,
+}
+
+impl<T: Copy + Into<f64>> CovInputs<'_, T> {
+    fn adv(&self, i: usize) -> f64 {
+        if self.adv_per_token {
+            self.adv[i].into()
+        } else {
+            self.adv[i / self.t.max(1)].into()
+        }
+    }
+}
+
+/// Clip-Cov's cut tokens (sorted flat indices): `cov = (A − Ā)(logp − mean logp)` with
+/// mask-weighted means (`Σ m x/(Σ m + 1e-8)`, verl's `masked_mean`), candidates are response
+/// tokens the PPO clip has not clipped with `cov_lb < cov < cov_ub`, and
+/// `max(⌊ratio · Σ m⌋, 1)` of them are drawn with `seed`.
+pub(crate) fn clip_cov_selection<T: Copy + Into<f64>>(
+    x: &CovInputs<'_, T>,
+    p: &ClipCovParams,
+    seed: u64,
+) -> Vec<usize> {
+    let n = x.mask.len();
+    let (mut sm, mut sa, mut sl) = (0.0, 0.0, 0.0);
+    for i in 0..n {
+        let m: f64 = x.mask[i].into();
+        sm += m;
+        sa += x.adv(i) * m;
+        sl += x.lp[i].into() * m;
+    }
+    let (ma, ml) = (sa / (sm + 1e-8), sl / (sm + 1e-8));
+    let (hi, lo) = (1.0 + p.eps_high, 1.0 - p.eps_low);
+    let candidates: Vec<usize> = (0..n)
+        .filter(|&i| {
+            let m: f64 = x.mask[i].into();
+            let a = x.adv(i);
+            let l: f64 = x.lp[i].into();
+            let r = (l - x.old[i].into()).exp();
+            let clipped = (a > 0.0 && r > hi) || (a < 0.0 && r < lo);
+            let cov = (a - ma) * (l - ml);
+            m > 0.0 && !clipped && cov > p.cov_lb && cov < p.cov_ub
+        })
+        .collect();
+    let mut sel = draw(candidates, selection_size(p.ratio, sm), seed);
+    sel.sort_unstable();
+    sel
+}
+
+/// KL-Cov's penalised tokens (sorted flat indices): the `max(⌊ratio · N⌋, 1)` response tokens
+/// (`m > 0`, `N` of them) with the largest `(A − Ā)(logp − mean logp)`, plain means over those
+/// tokens (verl's `kl_cov`); ties go to the lower index.
+pub(crate) fn kl_cov_selection<T: Copy + Into<f64>>(x: &CovInputs<'_, T>, ratio: f64) -> Vec<usize> {
+    let idx: Vec<usize> = (0..x.mask.len()).filter(|&i| x.mask[i].into() > 0.0).collect();
+    if idx.is_empty() {
+        return Vec::new();
+    }
+    let nv = idx.len() as f64;
+    let ma = idx.iter().map(|&i| x.adv(i)).sum::<f64>() / nv;
+    let ml = idx.iter().map(|&i| x.lp[i].into()).sum::<f64>() / nv;
+    let cov: Vec<f64> = idx.iter().map(|&i| (x.adv(i) - ma) * (x.lp[i].into() - ml)).collect();
+    let mut sel = top_k(&cov, &idx, selection_size(ratio, nv));
+    sel.sort_unstable();
+    sel
+}
+
 /// Number of tokens Clip-Cov cuts / KL-Cov penalises: `max(⌊ratio · n⌋, 1)` (verl's
 /// `max(int(ratio * mask.sum()), 1)`).
 pub(crate) fn selection_size(ratio: f64, n_tokens: f64) -> usize {
@@ -70,6 +145,69 @@ mod tests {
             hits[draw(vec![0, 1, 2, 3], 1, seed)[0]] += 1;
         }
         assert!(hits.iter().all(|&h| h > 60), "{hits:?}");
+    }
+
+    /// Two rows of three tokens, per-token advantages, the last token padding. Over the 5
+    /// response tokens `Ā = 0.5/5 = 0.1` and `mean logp = −5.2/5 = −1.04`, so the covariances
+    /// are `[0.036, 1.056, 1.026, −0.184, −1.764]`; token 0 has ratio `e^0.5 > 1.2` with `A > 0`.
+    fn case() -> ([f64; 6], [f64; 6], [f64; 6], [f64; 6]) {
+        let lp = [-1.0, -2.0, -0.5, -1.5, -0.2, -9.0];
+        let mut old = lp;
+        old[0] = -1.5;
+        let adv = [1.0, -1.0, 2.0, 0.5, -2.0, 5.0];
+        let mask = [1.0, 1.0, 1.0, 1.0, 1.0, 0.0];
+        (lp, old, adv, mask)
+    }
+
+    #[test]
+    fn clip_cov_selects_unclipped_tokens_inside_the_bounds() {
+        let (lp, old, adv, mask) = case();
+        let x = CovInputs { lp: &lp[..], old: &old[..], adv: &adv[..], adv_per_token: true, mask: &mask[..], t: 3 };
+        // bounds (1, 5): tokens 1 and 2 (token 0 is clipped, and its covariance is below 1
+        // anyway); ratio 1 draws all candidates
+        let p = ClipCovParams { ratio: 1.0, ..ClipCovParams::default() };
+        assert_eq!(clip_cov_selection(&x, &p, 3), vec![1, 2]);
+        // bounds (0, 5): token 0 is a candidate by covariance but clipped
+        let p = ClipCovParams { ratio: 1.0, cov_lb: 0.0, ..ClipCovParams::default() };
+        assert_eq!(clip_cov_selection(&x, &p, 3), vec![1, 2]);
+        let p = ClipCovParams { ratio: 1.0, cov_lb: 0.0, eps_high: 1.0, ..ClipCovParams::default() };
+        assert_eq!(clip_cov_selection(&x, &p, 3), vec![0, 1, 2]);
+        // ratio 0.2 of 5 tokens: one of the two candidates
+        let p = ClipCovParams { ratio: 0.2, ..ClipCovParams::default() };
+        let one = clip_cov_selection(&x, &p, 3);
+        assert!(one == vec![1] || one == vec![2], "{one:?}");
+    }
+
+    #[test]
+    fn clip_cov_bounds_are_exclusive() {
+        // ratio exactly 1 on every token, clip bounds [1, 1]: nothing is clipped (the clip is
+        // strict); Ā = 0 exactly, so the tokens with A = 0 have covariance exactly 0, which
+        // the exclusive lower bound 0 leaves out
+        let lp = [-1.0, -3.0, -2.0, -2.0];
+        let adv = [1.0, -1.0, 0.0, 0.0];
+        let mask = [1.0; 4];
+        let x = CovInputs { lp: &lp[..], old: &lp[..], adv: &adv[..], adv_per_token: true, mask: &mask[..], t: 2 };
+        let p = ClipCovParams { eps_low: 0.0, eps_high: 0.0, ratio: 1.0, cov_lb: 0.0, cov_ub: 10.0 };
+        assert_eq!(clip_cov_selection(&x, &p, 0), vec![0, 1]);
+        // and the exclusive upper bound: covariances are 1 and 1
+        let p = ClipCovParams { cov_ub: 1.0 - 1e-6, ..p };
+        assert!(clip_cov_selection(&x, &p, 0).is_empty());
+    }
+
+    #[test]
+    fn kl_cov_takes_the_largest_covariances_over_response_tokens() {
+        let (lp, old, adv, mask) = case();
+        let x = CovInputs { lp: &lp[..], old: &old[..], adv: &adv[..], adv_per_token: true, mask: &mask[..], t: 3 };
+        assert_eq!(kl_cov_selection(&x, 0.4), vec![1, 2]); // ⌊0.4 · 5⌋ = 2
+        assert_eq!(kl_cov_selection(&x, 0.6), vec![0, 1, 2]);
+        assert_eq!(kl_cov_selection(&x, 1e-9), vec![1]);
+        // per-row advantages [1, −1]: Ā = (3 − 2)/5 = 0.2, covariances 0.8·[0.04, −0.96, 0.54]
+        // and −1.2·[−0.46, 0.84]: the largest two are tokens 2 and 3
+        let rows = [1.0, -1.0];
+        let x = CovInputs { adv: &rows[..], adv_per_token: false, ..x };
+        assert_eq!(kl_cov_selection(&x, 0.4), vec![2, 3]);
+        let none = [0.0; 6];
+        assert!(kl_cov_selection(&CovInputs { mask: &none[..], ..x }, 0.5).is_empty());
     }
 
     #[test]

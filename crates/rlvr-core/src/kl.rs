@@ -259,3 +259,59 @@ pub fn token_log_probs(logits: &Tensor, tokens: &Tensor) -> Result<Tensor> {
 pub(crate) fn to_compute_kind(x: &Tensor) -> Result<Tensor> {
     Ok(if matches!(x.kind(), Kind::Double | Kind::Float) { x.shallow_clone() } else { x.f_to_kind(Kind::Float)? })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rl_core::Params;
+
+    #[test]
+    fn scalar_estimators_hand_values() {
+        // lr = logp − ref = 0.5
+        assert_eq!(kl_token(0.5, KlEstimator::K1, false), (0.5, 1.0));
+        assert_eq!(kl_token(-0.5, KlEstimator::Abs, false), (0.5, -1.0));
+        assert_eq!(kl_token(0.5, KlEstimator::Abs, false), (0.5, 1.0));
+        assert_eq!(kl_token(0.0, KlEstimator::Abs, false), (0.0, 0.0));
+        assert_eq!(kl_token(0.5, KlEstimator::K2, false), (0.125, 0.5));
+        // k3: x = −0.5, e^x − x − 1 = 0.106530659..., d/dlogp = 1 − e^x = 0.393469340...
+        let (v, g) = kl_token(0.5, KlEstimator::K3, false);
+        assert!((v - ((-0.5f64).exp() + 0.5 - 1.0)).abs() < 1e-15);
+        assert!((g - (1.0 - (-0.5f64).exp())).abs() < 1e-15);
+        // straight-through: value of the estimator, gradient of k2 (= lr)
+        let (v2, g2) = kl_token(0.5, KlEstimator::K3, true);
+        assert_eq!((v2, g2), (v, 0.5));
+        // clamps: |lr| > 20 or a value above 10 stop the gradient
+        assert_eq!(kl_token(-30.0, KlEstimator::K3, false), (10.0, 0.0));
+        assert_eq!(kl_token(-5.0, KlEstimator::K3, false).0, 10.0);
+        assert_eq!(kl_token(-5.0, KlEstimator::K3, false).1, 0.0);
+        let (v, g) = kl_token(25.0, KlEstimator::K3, false);
+        assert!((v - ((-20f64).exp() + 20.0 - 1.0).min(10.0)).abs() < 1e-12 && g == 0.0);
+    }
+
+    #[test]
+    fn params_setters_names_and_validation() {
+        let p = KlParams::default().estimator(KlEstimator::Abs).straight_through(true).coef(0.5);
+        assert_eq!(p, KlParams { estimator: KlEstimator::Abs, straight_through: true, coef: 0.5 });
+        assert!(p.check().is_ok());
+        assert!(KlParams::default().coef(0.0).check().is_ok());
+        for bad in [-1.0, f64::NAN, f64::INFINITY] {
+            match KlParams::default().coef(bad).check() {
+                Err(crate::RlvrCoreError::InvalidParameter { name, .. }) => assert_eq!(name, "kl.coef"),
+                other => panic!("{other:?}"),
+            }
+        }
+        for (name, est, st) in [
+            ("kl", KlEstimator::K1, false),
+            ("k1+", KlEstimator::K1, true),
+            ("abs", KlEstimator::Abs, false),
+            ("mse", KlEstimator::K2, false),
+            ("k2", KlEstimator::K2, false),
+            ("low_var_kl", KlEstimator::K3, false),
+            ("k3+", KlEstimator::K3, true),
+        ] {
+            let p = KlParams::from_verl_name(name, 0.2).unwrap();
+            assert_eq!((p.estimator, p.straight_through, p.coef), (est, st, 0.2), "{name}");
+        }
+        assert!(KlParams::from_verl_name("full", 0.1).is_err());
+    }
+}

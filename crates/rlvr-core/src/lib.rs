@@ -10,7 +10,7 @@
 //!   REINFORCE++-baseline, MaxRL, pass@k, OPO, batch-std scaling, ReMax, GPG) with the group
 //!   [`Verdict`]s of an [`EffectivenessRule`] (by outcome by default; [`effectiveness`]);
 //! - [`token`]: GAE with a value head, REINFORCE++ with γ ≠ 1 (returns and advantages),
-//!   ReMax returns, verl's `masked_whiten`;
+//!   ReMax returns, verl's `masked_whiten`; [`KlController`] (fixed or adaptive KL coefficient);
 //! - [`Groups`], [`stats`] (mean/std, finiteness), [`lpo_coefficients`], [`kl_token`];
 //! - every params type ([`LossParams`], [`PolicyLoss`], [`Aggregation`], [`KlParams`],
 //!   [`DecoupledParams`], [`AdvantageParams`], ...), checked through [`rl_core::Params`].
@@ -28,7 +28,9 @@
 //! - [`correction`]: the decoupled behaviour weight `π_prox/π_b` (token or sequence level,
 //!   truncate or mask), exactly 1 on on-policy data, composing with every loss;
 //! - [`LossParams`] → `check()` → [`LossConfig`] → `LossConfig::loss` → `LossOutput` (`loss`
-//!   tensor + [`LossMetrics`], convertible to [`rl_core::Metrics`]).
+//!   tensor + [`LossMetrics`], convertible to [`rl_core::Metrics`]); CPU `f32` batches go through
+//!   the fused kernels, everything else through libtorch ops;
+//! - `value_loss`: the clipped value loss of a value head (with [`token::gae`]).
 //!
 //! ```
 //! # #[cfg(feature = "tch")] {
@@ -104,10 +106,15 @@ pub mod correction;
 mod cov;
 pub mod effectiveness;
 pub mod error;
+#[cfg_attr(not(feature = "tch"), allow(dead_code))]
+mod fused;
+#[cfg(feature = "tch")]
+mod fused_tch;
 pub mod groups;
 #[cfg(feature = "tch")]
 pub mod inputs;
 pub mod kl;
+pub mod kl_control;
 pub mod loss;
 pub mod lpo;
 pub mod policy;
@@ -115,6 +122,8 @@ pub mod stats;
 pub mod token;
 #[cfg(feature = "tch")]
 mod torch_loss;
+#[cfg(feature = "tch")]
+pub mod value;
 
 pub use advantage::{
     AdvantageConfig, AdvantageEstimator, AdvantageInputs, AdvantageParams, Advantages, SingletonGroups, StdKind,
@@ -131,6 +140,7 @@ pub use inputs::{check_finite, LossInputs};
 #[cfg(feature = "tch")]
 pub use kl::{entropy_from_logits, kl_penalty, token_log_probs};
 pub use kl::{kl_token, KlEstimator, KlParams};
+pub use kl_control::{KlControlKind, KlControlParams, KlController};
 pub use loss::{LossConfig, LossMetrics, LossParams};
 pub use lpo::{lpo_coefficients, LpoCoefficients, LpoParams, Projection};
 pub use policy::{CispoParams, ClipCovParams, GmpoParams, GspoParams, KlCovParams, PolicyLoss, PpoParams, SapoParams};
@@ -138,6 +148,8 @@ pub use policy::{CispoParams, ClipCovParams, GmpoParams, GspoParams, KlCovParams
 pub use rl_core::{Params, Valid};
 #[cfg(feature = "tch")]
 pub use torch_loss::LossOutput;
+#[cfg(feature = "tch")]
+pub use value::{value_loss, ValueLossOutput, ValueLossParams};
 
 #[cfg(test)]
 mod autotraits {

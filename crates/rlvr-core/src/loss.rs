@@ -40,6 +40,7 @@ use crate::policy::PolicyLoss;
 /// | `compat` | `Native` | `Verl` follows verl's arithmetic where this crate differs (see [`Compat`] and `docs/rlvr-core.md`) | |
 /// | `check_finite` | `true` | reject NaN/inf inputs with a typed error | |
 /// | `metrics` | `true` | compute [`LossMetrics`] | |
+/// | `fused_cpu` | `true` | on CPU `f32` batches, compute value, gradient and metrics in one sweep over the tokens (`crate::fused`); `false` uses the libtorch ops of every other device and type | |
 ///
 /// ```
 /// use rl_core::Params;
@@ -72,6 +73,8 @@ pub struct LossParams {
     pub check_finite: bool,
     /// Compute metrics.
     pub metrics: bool,
+    /// Use the fused CPU kernels for CPU `f32` batches.
+    pub fused_cpu: bool,
 }
 
 impl Default for LossParams {
@@ -85,6 +88,7 @@ impl Default for LossParams {
             compat: Compat::Native,
             check_finite: true,
             metrics: true,
+            fused_cpu: true,
         }
     }
 }
@@ -140,6 +144,12 @@ impl LossParams {
     #[must_use]
     pub fn metrics(mut self, on: bool) -> Self {
         self.metrics = on;
+        self
+    }
+    /// Sets whether CPU `f32` batches go through the fused kernels.
+    #[must_use]
+    pub fn fused_cpu(mut self, on: bool) -> Self {
+        self.fused_cpu = on;
         self
     }
 }
@@ -292,5 +302,72 @@ impl LossMetrics {
 impl From<&LossMetrics> for rl_core::Metrics {
     fn from(m: &LossMetrics) -> Self {
         m.to_metrics()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::PpoParams;
+    use rl_core::Params;
+
+    #[test]
+    fn setters_validation_and_config_files() {
+        let p = LossParams::default()
+            .policy(PolicyLoss::Reinforce)
+            .aggregation(Aggregation::SeqMeanTokenSum)
+            .kl(Some(KlParams::default()))
+            .entropy_coef(-0.5)
+            .correction(Some(DecoupledParams::default()))
+            .compat(Compat::Verl)
+            .check_finite(false)
+            .metrics(false)
+            .fused_cpu(false);
+        assert_eq!(
+            p,
+            LossParams {
+                policy: PolicyLoss::Reinforce,
+                aggregation: Aggregation::SeqMeanTokenSum,
+                kl: Some(KlParams::default()),
+                entropy_coef: -0.5,
+                correction: Some(DecoupledParams::default()),
+                compat: Compat::Verl,
+                check_finite: false,
+                metrics: false,
+                fused_cpu: false,
+            }
+        );
+        let cfg = LossConfig::from(p.check().unwrap());
+        assert_eq!(cfg.params().entropy_coef, -0.5);
+        assert_eq!(LossConfig::new(LossParams::default().check().unwrap()).compat, Compat::Native);
+        let name = |p: LossParams| match p.check().unwrap_err() {
+            RlvrCoreError::InvalidParameter { name, .. } => name,
+            e => panic!("{e:?}"),
+        };
+        assert_eq!(name(LossParams::new(PolicyLoss::Ppo(PpoParams::default().eps_low(2.0)))), "policy.eps_low");
+        assert_eq!(
+            name(LossParams::default().aggregation(Aggregation::SeqMeanTokenSumNorm { scale: Some(-1.0) })),
+            "aggregation.scale"
+        );
+        assert_eq!(name(LossParams::default().kl(Some(KlParams::default().coef(-1.0)))), "kl.coef");
+        assert_eq!(name(LossParams::default().entropy_coef(f64::NAN)), "entropy_coef");
+        assert_eq!(
+            name(LossParams::default().correction(Some(DecoupledParams::default().upper(0.5)))),
+            "correction.upper"
+        );
+        // verl's `entropy_coeff` is an alias; unknown fields are errors, not silently dropped
+        let p: LossParams = serde_json::from_str(r#"{"entropy_coeff": 0.01, "compat": "verl"}"#).unwrap();
+        assert_eq!((p.entropy_coef, p.compat), (0.01, Compat::Verl));
+        assert!(serde_json::from_str::<LossParams>(r#"{"entropy_coefficient": 0.01}"#).is_err());
+        assert!(serde_json::from_str::<rl_core::Valid<LossParams>>(r#"{"entropy_coef": 1e999}"#).is_err());
+    }
+
+    #[test]
+    fn metrics_keep_only_what_is_set() {
+        let m = LossMetrics { loss: 1.5, clipfrac: Some(0.25), cov_frac: Some(0.5), ..LossMetrics::default() };
+        let r = m.to_metrics();
+        assert_eq!((r.get("loss"), r.get("clipfrac"), r.get("cov_frac")), (Some(1.5), Some(0.25), Some(0.5)));
+        assert_eq!(r.get("kl_ref"), None);
+        assert_eq!(rl_core::Metrics::from(&m).get("tokens"), Some(0.0));
     }
 }

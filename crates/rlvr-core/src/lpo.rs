@@ -248,3 +248,58 @@ pub fn lpo_coefficients(
     };
     Ok(LpoCoefficients { coef, target, p_theta })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rl_core::Params;
+
+    #[test]
+    fn setters_and_validation() {
+        let p = LpoParams::new(Projection::Reverse)
+            .temperature(0.5)
+            .clip_eps(None)
+            .listwise_uses_clipped(true)
+            .scale_by_group_size(false)
+            .projection(Projection::Pointwise);
+        assert_eq!(
+            p,
+            LpoParams {
+                projection: Projection::Pointwise,
+                temperature: 0.5,
+                clip_eps: None,
+                listwise_uses_clipped: true,
+                scale_by_group_size: false
+            }
+        );
+        assert!(p.check().is_ok());
+        for (q, name) in [
+            (LpoParams::default().temperature(0.0), "lpo.temperature"),
+            (LpoParams::default().temperature(f64::NAN), "lpo.temperature"),
+            (LpoParams::default().clip_eps(Some(0.0)), "lpo.clip_eps"),
+            (LpoParams::default().clip_eps(Some(1.0)), "lpo.clip_eps"),
+        ] {
+            match q.check() {
+                Err(RlvrCoreError::InvalidParameter { name: n, .. }) => assert_eq!(n, name),
+                other => panic!("{q:?}: {other:?}"),
+            }
+        }
+        assert!(LpoParams::default().clip_eps(Some(0.999)).check().is_ok());
+        assert!(serde_json::from_str::<LpoParams>(r#"{"projection": "reverse", "temprature": 2}"#).is_err());
+    }
+
+    #[test]
+    fn summary_figures() {
+        let g = Groups::uniform(2, 2).unwrap();
+        let c = LpoCoefficients {
+            coef: vec![0.25, -0.25, 0.0, 0.0],
+            target: vec![0.75, 0.25, 0.5, 0.5],
+            p_theta: vec![0.5; 4],
+        };
+        let (l1, maxabs, ht, hp, zero) = c.summary(&g);
+        assert_eq!((l1, maxabs, zero), (0.25, 0.25, 0.5));
+        let h = |p: f64| -p * p.ln();
+        assert!((ht - (h(0.75) + h(0.25) + 2.0 * h(0.5)) / 2.0).abs() < 1e-15);
+        assert!((hp - 2.0 * h(0.5)).abs() < 1e-15);
+    }
+}

@@ -166,6 +166,18 @@ impl GspoParams {
         self.eps_high = high;
         self
     }
+    /// Sets `eps_low`.
+    #[must_use]
+    pub fn eps_low(mut self, v: f64) -> Self {
+        self.eps_low = v;
+        self
+    }
+    /// Sets `eps_high`.
+    #[must_use]
+    pub fn eps_high(mut self, v: f64) -> Self {
+        self.eps_high = v;
+        self
+    }
     /// Sets the two-sided ratio cap.
     #[must_use]
     pub fn ratio_cap(mut self, delta: Option<f64>) -> Self {
@@ -252,6 +264,18 @@ impl SapoParams {
         self.tau_neg = neg;
         self
     }
+    /// Sets `tau_pos`.
+    #[must_use]
+    pub fn tau_pos(mut self, v: f64) -> Self {
+        self.tau_pos = v;
+        self
+    }
+    /// Sets `tau_neg`.
+    #[must_use]
+    pub fn tau_neg(mut self, v: f64) -> Self {
+        self.tau_neg = v;
+        self
+    }
     pub(crate) fn validate_at(&self, prefix: &str) -> Result<()> {
         for (name, v) in [("tau_pos", self.tau_pos), ("tau_neg", self.tau_neg)] {
             if !(v.is_finite() && v > 0.0) {
@@ -290,6 +314,18 @@ impl GmpoParams {
     pub fn eps(mut self, low: f64, high: f64) -> Self {
         self.eps_low = low;
         self.eps_high = high;
+        self
+    }
+    /// Sets `eps_low`.
+    #[must_use]
+    pub fn eps_low(mut self, v: f64) -> Self {
+        self.eps_low = v;
+        self
+    }
+    /// Sets `eps_high`.
+    #[must_use]
+    pub fn eps_high(mut self, v: f64) -> Self {
+        self.eps_high = v;
         self
     }
     pub(crate) fn validate_at(&self, prefix: &str) -> Result<()> {
@@ -358,6 +394,30 @@ impl ClipCovParams {
     pub fn cov_bounds(mut self, lb: f64, ub: f64) -> Self {
         self.cov_lb = lb;
         self.cov_ub = ub;
+        self
+    }
+    /// Sets `eps_low`.
+    #[must_use]
+    pub fn eps_low(mut self, v: f64) -> Self {
+        self.eps_low = v;
+        self
+    }
+    /// Sets `eps_high`.
+    #[must_use]
+    pub fn eps_high(mut self, v: f64) -> Self {
+        self.eps_high = v;
+        self
+    }
+    /// Sets `cov_lb`.
+    #[must_use]
+    pub fn cov_lb(mut self, v: f64) -> Self {
+        self.cov_lb = v;
+        self
+    }
+    /// Sets `cov_ub`.
+    #[must_use]
+    pub fn cov_ub(mut self, v: f64) -> Self {
+        self.cov_ub = v;
         self
     }
     pub(crate) fn validate_at(&self, prefix: &str) -> Result<()> {
@@ -568,6 +628,23 @@ mod tests {
         assert_eq!(field(PpoParams::default().eps_low(2.0).check().unwrap_err()), "ppo.eps_low");
         assert_eq!(field(SapoParams::default().tau(0.0, 1.0).check().unwrap_err()), "sapo.tau_pos");
         assert_eq!(field(KlCovParams::default().ratio(0.0).check().unwrap_err()), "kl_cov.ratio");
+    }
+
+    #[test]
+    fn every_setter_sets_its_field() {
+        let g = GspoParams::default().eps_low(0.1).eps_high(0.2).ratio_cap(Some(2.0));
+        assert_eq!(g, GspoParams { eps_low: 0.1, eps_high: 0.2, ratio_cap: Some(2.0) });
+        assert_eq!(GspoParams::default().eps(0.3, 0.4), GspoParams { eps_low: 0.3, eps_high: 0.4, ratio_cap: None });
+        assert_eq!(SapoParams::default().tau_pos(2.0).tau_neg(3.0), SapoParams { tau_pos: 2.0, tau_neg: 3.0 });
+        assert_eq!(SapoParams::default().tau(4.0, 5.0), SapoParams { tau_pos: 4.0, tau_neg: 5.0 });
+        assert_eq!(GmpoParams::default().eps_low(0.1).eps_high(0.3), GmpoParams { eps_low: 0.1, eps_high: 0.3 });
+        assert_eq!(GmpoParams::default().eps(0.2, 0.5), GmpoParams { eps_low: 0.2, eps_high: 0.5 });
+        assert_eq!(CispoParams::default().eps_low(None).eps_high(3.0), CispoParams { eps_low: None, eps_high: 3.0 });
+        let c = ClipCovParams::default().eps_low(0.1).eps_high(0.3).ratio(0.5).cov_lb(-1.0).cov_ub(2.0);
+        assert_eq!(c, ClipCovParams { eps_low: 0.1, eps_high: 0.3, ratio: 0.5, cov_lb: -1.0, cov_ub: 2.0 });
+        let c = ClipCovParams::default().eps(0.05, 0.06).cov_bounds(0.5, 0.7);
+        assert_eq!((c.eps_low, c.eps_high, c.cov_lb, c.cov_ub), (0.05, 0.06, 0.5, 0.7));
+        assert_eq!(KlCovParams::default().ratio(0.1).kl_coef(2.0), KlCovParams { ratio: 0.1, kl_coef: 2.0 });
     }
 
     #[test]

@@ -71,10 +71,39 @@ fn bounds(pos: &Tensor, pos_bounds: (f64, f64), neg_bounds: (f64, f64), kind: Ki
     Ok((lo, hi))
 }
 
-/// Row-major flat indices of the `true` entries of a boolean tensor.
-fn flat_indices(cond: &Tensor) -> Result<Vec<usize>> {
-    let nz = cond.f_flatten(0, -1)?.f_nonzero()?.f_flatten(0, -1)?.f_to_device(tch::Device::Cpu)?;
-    Ok(Vec::<i64>::try_from(nz)?.into_iter().map(|i| i as usize).collect())
+/// Host `f64` copies of the inputs of the covariance selection.
+struct HostBatch {
+    lp: Vec<f64>,
+    old: Vec<f64>,
+    adv: Vec<f64>,
+    adv_per_token: bool,
+    mask: Vec<f64>,
+    t: usize,
+}
+
+impl HostBatch {
+    fn new(lp: &Tensor, old: &Tensor, adv: &Tensor, mask_f: &Tensor) -> Result<Self> {
+        let t = lp.size().get(1).copied().unwrap_or(1) as usize;
+        let flat = |x: &Tensor| host_f64(&x.f_flatten(0, -1)?);
+        Ok(Self {
+            lp: flat(lp)?,
+            old: flat(old)?,
+            adv: flat(adv)?,
+            adv_per_token: adv.size().get(1).copied().unwrap_or(1) > 1,
+            mask: flat(mask_f)?,
+            t,
+        })
+    }
+    fn view(&self) -> crate::cov::CovInputs<'_, f64> {
+        crate::cov::CovInputs {
+            lp: &self.lp,
+            old: &self.old,
+            adv: &self.adv,
+            adv_per_token: self.adv_per_token,
+            mask: &self.mask,
+            t: self.t,
+        }
+    }
 }
 
 /// A tensor like `like` with 1 at the flat indices `idx` and 0 elsewhere.
@@ -115,15 +144,16 @@ impl LossConfig {
     /// Rows whose mask is all zero contribute nothing (documented behaviour, not an error); a
     /// micro-batch with no response token at all gives a zero loss.
     pub fn loss(&self, inputs: &LossInputs<'_>, counts: &GlobalCounts) -> Result<LossOutput> {
-        self.loss_torch(inputs, counts)
-    }
-
-    fn loss_torch(&self, inputs: &LossInputs<'_>, counts: &GlobalCounts) -> Result<LossOutput> {
         counts.check()?;
-        inputs.validate(self.check_finite)?;
+        let fused = self.fused_eligible(inputs);
+        // the fused kernels check finiteness in their sweep (and name the value on failure)
+        inputs.validate(self.check_finite && !fused)?;
         let missing = |loss: &str, input: &str| RlvrCoreError::MissingInput { loss: loss.into(), input: input.into() };
         if matches!(self.policy, PolicyLoss::Lpo(_)) && inputs.groups.is_none() {
             return Err(missing("lpo", "groups"));
+        }
+        if matches!(self.policy, PolicyLoss::ClipCov(_)) && inputs.seed.is_none() {
+            return Err(missing("clip_cov", "seed (LossInputs::seed)"));
         }
         if self.kl.is_some() && inputs.ref_logp.is_none() {
             return Err(missing("kl", "ref_logp"));
@@ -131,6 +161,15 @@ impl LossConfig {
         if self.entropy_coef != 0.0 && inputs.entropy.is_none() {
             return Err(missing("entropy bonus", "entropy"));
         }
+        if fused {
+            self.loss_fused(inputs, counts)
+        } else {
+            self.loss_torch(inputs, counts)
+        }
+    }
+
+    /// The libtorch implementation (any device and float type); inputs already validated.
+    fn loss_torch(&self, inputs: &LossInputs<'_>, counts: &GlobalCounts) -> Result<LossOutput> {
         let kind = if inputs.logp.kind() == Kind::Double { Kind::Double } else { Kind::Float };
         let logp = inputs.logp.f_to_kind(kind)?;
         let mut sc = Scalars::default();
@@ -202,9 +241,7 @@ impl LossConfig {
         )?;
         let mut value = pg.value.shallow_clone();
         let mut grad = pg.grad;
-        if want {
-            sc.push("pg_loss", pg.value.shallow_clone())?;
-        }
+        sc.push("pg_loss", pg.value.shallow_clone())?;
 
         if let (Some(klp), Some(r)) = (&self.kl, inputs.ref_logp) {
             let (v, g) = kl_value_grad(&lp, &konst(r)?, klp)?;
@@ -230,8 +267,8 @@ impl LossConfig {
                 sc.push("entropy", h.f_detach()?.f_flatten(0, -1)?.f_dot(&mask_f.f_flatten(0, -1)?)?)?;
             }
         }
-        if want {
-            sc.push("loss", loss.f_detach()?)?;
+        sc.push("loss", loss.f_detach()?)?;
+        {
             for (name, v) in sc.read()? {
                 let per_tok = v / n_tok_f.max(1e-12);
                 match name {
@@ -311,8 +348,10 @@ impl LossConfig {
                 Ok(PgOut { value, grad })
             }
             PolicyLoss::Gspo(p) => {
-                let n = mask_f.f_sum_dim_intlist(1, true, kind)?.f_clamp_min(1.0)?;
-                let seq_lr = delta.f_mul(mask_f)?.f_sum_dim_intlist(1, true, kind)?.f_div(&n)?;
+                // row sums accumulate in f64 (as the fused CPU kernels do)
+                let n = mask_f.f_sum_dim_intlist(1, true, Kind::Double)?.f_clamp_min(1.0)?;
+                let seq_lr =
+                    delta.f_mul(mask_f)?.f_sum_dim_intlist(1, true, Kind::Double)?.f_div(&n)?.f_to_kind(kind)?;
                 let s = seq_lr.f_clamp_max(10.0)?.f_exp()?; // [B, 1]
                 let hi_neg = p.ratio_cap.unwrap_or(f64::INFINITY).min(EXP20);
                 let (lo, hi) = sign_bounds(&pos, 1.0 + p.eps_high, 1.0 - p.eps_low, hi_neg, kind)?;
@@ -380,7 +419,11 @@ impl LossConfig {
                     dmin = dmin.f_where_self(&adv.f_ne(0.0)?, &zero)?;
                 }
                 let unclipped = dmin.f_eq_tensor(delta)?;
-                let mlr = dmin.f_mul(mask_f)?.f_sum_dim_intlist(1, true, kind)?.f_div(&n)?;
+                let mlr = dmin
+                    .f_mul(mask_f)?
+                    .f_sum_dim_intlist(1, true, Kind::Double)?
+                    .f_div(&n.f_to_kind(Kind::Double)?)?
+                    .f_to_kind(kind)?;
                 let in_range = mlr.f_abs()?.f_lt(20.0)?;
                 let ratio = mlr.f_clamp(-20.0, 20.0)?.f_exp()?; // [B, 1]
                 let abar = if adv.size()[1] > 1 || verl {
@@ -428,26 +471,17 @@ impl LossConfig {
             }
             PolicyLoss::ClipCov(p) => {
                 // verl clip_cov: unclamped ratio, PPO clip without dual clip, and the gradient of
-                // `k` random unclipped tokens with cov in (lb, ub) cut
-                let r = delta.f_exp()?;
-                let (lo, hi) = bounds(&pos, (0.0, 1.0 + p.eps_high), (1.0 - p.eps_low, f64::INFINITY), kind)?;
-                let eff = r.f_clamp_tensor(Some(&lo), Some(&hi))?;
-                let clipped = eff.f_ne_tensor(&r)?.f_logical_and(&adv.f_ne(0.0)?)?;
-                let n_local = f64::try_from(mask_f.f_sum(Kind::Double)?)?;
-                let afull = adv.f_expand_as(mask_f)?;
-                let mean_a = f64::try_from(flat_dot(&afull, mask_f)?)? / (n_local + 1e-8);
-                let mean_l = f64::try_from(flat_dot(lp, mask_f)?)? / (n_local + 1e-8);
-                let cov = afull.f_sub_scalar(mean_a)?.f_mul(&lp.f_sub_scalar(mean_l)?)?;
-                let cand = mask_b
-                    .f_logical_and(&clipped.f_logical_not()?)?
-                    .f_logical_and(&cov.f_gt(p.cov_lb)?)?
-                    .f_logical_and(&cov.f_lt(p.cov_ub)?)?;
-                let cand_idx = flat_indices(&cand)?;
+                // `k` random unclipped tokens with cov in (lb, ub) cut (selection on the host,
+                // shared with the fused path)
                 let seed = inputs.seed.ok_or_else(|| RlvrCoreError::MissingInput {
                     loss: "clip_cov".into(),
                     input: "seed (LossInputs::seed)".into(),
                 })?;
-                let sel = crate::cov::draw(cand_idx, crate::cov::selection_size(p.ratio, n_local), seed);
+                let r = delta.f_exp()?;
+                let (lo, hi) = bounds(&pos, (0.0, 1.0 + p.eps_high), (1.0 - p.eps_low, f64::INFINITY), kind)?;
+                let eff = r.f_clamp_tensor(Some(&lo), Some(&hi))?;
+                let h = HostBatch::new(lp, old, adv, mask_f)?;
+                let sel = crate::cov::clip_cov_selection(&h.view(), &p, seed);
                 let cut = index_mask(&sel, mask_f)?; // 1 on the cut tokens
                 let coef = neg_coef()?.f_mul(&cut.f_neg()?.f_add_scalar(1.0)?)?;
                 let value = flat_dot(&eff, &coef)?;
@@ -471,16 +505,8 @@ impl LossConfig {
             PolicyLoss::KlCov(p) => {
                 // verl kl_cov: −A r (unclamped) plus β|δ| on the top-k covariance tokens
                 let r = delta.f_exp()?;
-                let afull = adv.f_expand_as(mask_f)?;
-                let a_valid = host_f64(&afull.f_masked_select(mask_b)?)?;
-                let l_valid = host_f64(&lp.f_masked_select(mask_b)?)?;
-                let idx = flat_indices(mask_b)?;
-                let nv = a_valid.len().max(1) as f64;
-                let ma = a_valid.iter().sum::<f64>() / nv;
-                let ml = l_valid.iter().sum::<f64>() / nv;
-                let cov: Vec<f64> = a_valid.iter().zip(&l_valid).map(|(a, l)| (a - ma) * (l - ml)).collect();
-                let k = if idx.is_empty() { 0 } else { crate::cov::selection_size(p.ratio, idx.len() as f64) };
-                let sel = crate::cov::top_k(&cov, &idx, k);
+                let h = HostBatch::new(lp, old, adv, mask_f)?;
+                let sel = crate::cov::kl_cov_selection(&h.view(), p.ratio);
                 let pen = index_mask(&sel, mask_f)?.f_mul(w_pg)?.f_mul_scalar(p.kl_coef)?;
                 let coef = neg_coef()?;
                 let value = flat_dot(&r, &coef)?.f_add(&flat_dot(&delta.f_abs()?, &pen)?)?;
@@ -526,8 +552,8 @@ impl LossConfig {
         };
         let listwise_src = if p.listwise_uses_clipped { &dclip } else { &delta_b };
         let row_sum = |x: &Tensor| -> Result<Vec<f64>> {
-            // fp32 row sums (pairwise summation), widened to f64 for the listwise softmax
-            let s = x.f_mul(mask_f)?.f_sum_dim_intlist(1, false, kind)?.f_to_kind(Kind::Double)?;
+            // row sums accumulated in f64 for the listwise softmax
+            let s = x.f_mul(mask_f)?.f_sum_dim_intlist(1, false, Kind::Double)?;
             Ok(Vec::<f64>::try_from(s.f_to_device(tch::Device::Cpu)?)?)
         };
         let s_theta = row_sum(listwise_src)?;

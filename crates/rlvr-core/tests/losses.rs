@@ -8,7 +8,7 @@ use rlvr_core::{
     DecoupledParams, GlobalCounts, GmpoParams, Groups, GspoParams, IsLevel, IsMode, KlCovParams, KlEstimator, KlParams,
     LossInputs, LossParams, LpoParams, PolicyLoss, PpoParams, Projection, RlvrCoreError, SapoParams,
 };
-use rlvr_core::{LossConfig, Params};
+use rlvr_core::{value_loss, LossConfig, Params, ValueLossParams};
 use tch::{Device, Kind, Tensor};
 
 const B: i64 = 6;
@@ -594,4 +594,111 @@ fn loss_params_roundtrip_through_json() {
     assert_eq!(p, back);
     let d: LossParams = serde_json::from_str("{}").unwrap();
     assert_eq!(d, LossParams::default());
+}
+
+#[test]
+fn clip_cov_and_kl_cov_hand_computed() {
+    // two rows, A = [2, −2], logp [[−1, −3], [−1, −3]]: Ā = 0, mean logp = −2, so
+    // cov = [[2, −2], [−2, 2]]; tokens (0,0) and (1,1) lie in (1, 5)
+    for kind in [Kind::Double, Kind::Float] {
+        for fused in [true, false] {
+            let lp = Tensor::from_slice(&[-1.0, -3.0, -1.0, -3.0]).view([2, 2]).to_kind(kind);
+            let adv = Tensor::from_slice(&[2.0, -2.0]).to_kind(kind);
+            let mask = Tensor::ones([2, 2], (kind, Device::Cpu));
+            let counts = GlobalCounts::local(&mask).unwrap();
+            let grad_of = |p: LossParams, old: &Tensor, seed: u64| {
+                let x = lp.copy().set_requires_grad(true);
+                let out = LossConfig::new(p.fused_cpu(fused).check().unwrap())
+                    .loss(&LossInputs::new(&x, old, &adv, &mask).seed(seed), &counts)
+                    .unwrap();
+                let g = Tensor::run_backward(&[&out.loss], &[&x], false, false).remove(0);
+                (
+                    f64::try_from(&out.loss).unwrap(),
+                    Vec::<f64>::try_from(g.to_kind(Kind::Double).view([-1])).unwrap(),
+                    out.metrics,
+                )
+            };
+            // Clip-Cov, ratio 1: both candidates cut; the others keep −A r W = ∓2/4
+            let cc = LossParams::new(PolicyLoss::ClipCov(ClipCovParams::default().ratio(1.0)));
+            let (v, g, m) = grad_of(cc, &lp, 0);
+            assert!(v.abs() < 1e-7, "{v}");
+            let want = [0.0, -0.5, 0.5, 0.0];
+            assert!(g.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-7), "{g:?}");
+            assert_eq!(m.cov_frac, Some(0.5));
+            // ratio 0.25: one of the two candidates, drawn from the seed
+            let cc = LossParams::new(PolicyLoss::ClipCov(ClipCovParams::default().ratio(0.25)));
+            let cut: Vec<usize> = (0..8)
+                .map(|seed| {
+                    let (_, g, m) = grad_of(cc, &lp, seed);
+                    assert_eq!(m.cov_frac, Some(0.25));
+                    assert!((g[1] + 0.5).abs() < 1e-7 && (g[2] - 0.5).abs() < 1e-7);
+                    usize::from(g[0] == 0.0) + 2 * usize::from(g[3] == 0.0)
+                })
+                .collect();
+            assert!(cut.iter().all(|&c| c == 1 || c == 2), "{cut:?}");
+            assert!(cut.contains(&1) && cut.contains(&2), "the draw depends on the seed: {cut:?}");
+            // KL-Cov: δ = 0.1 everywhere; the top token (ties → index 0) adds β|δ|
+            let old = &lp - 0.1;
+            let r = 0.1f64.exp();
+            let kc = LossParams::new(PolicyLoss::KlCov(KlCovParams::default().ratio(0.25).kl_coef(0.5)));
+            let (v, g, m) = grad_of(kc, &old, 0);
+            let tol = if kind == Kind::Float { 2e-7 } else { 1e-15 };
+            assert!((v - 0.5 * 0.1 / 4.0).abs() < tol, "{v}");
+            let want = [(-2.0 * r + 0.5) / 4.0, -2.0 * r / 4.0, 2.0 * r / 4.0, 2.0 * r / 4.0];
+            assert!(g.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-6), "{g:?} vs {want:?}");
+            assert_eq!(m.cov_frac, Some(0.25));
+        }
+    }
+}
+
+#[test]
+fn value_loss_matches_verl_and_finite_differences() {
+    let c = case(11);
+    let values = &c.logp + 0.0; // predictions
+    let old_values = &c.old + 0.0;
+    let returns = &c.refl + 0.2;
+    for agg in all_aggs() {
+        let p = ValueLossParams::default().clip(0.1).aggregation(agg).check().unwrap();
+        let counts = GlobalCounts::local(&c.mask).unwrap();
+        let x = values.detach().copy().set_requires_grad(true);
+        let out = value_loss(&x, &old_values, &returns, &c.mask, &counts, &p).unwrap();
+        out.loss.backward();
+        // verl compute_value_loss, literally
+        let y = values.detach().copy().set_requires_grad(true);
+        let vc = y.clamp_tensor(Some(&(&old_values - 0.1)), Some(&(&old_values + 0.1)));
+        let l1 = (&y - &returns).square();
+        let l2 = (&vc - &returns).square();
+        let reference = agg.aggregate(&l1.maximum(&l2), &c.mask, &counts, rlvr_core::Compat::Native).unwrap() * 0.5;
+        reference.backward();
+        let (v, r) = (f64::try_from(&out.loss).unwrap(), f64::try_from(&reference).unwrap());
+        assert!((v - r).abs() < 1e-12, "{} {v} vs {r}", agg.name());
+        assert!(max_abs_diff(&x.grad(), &y.grad()) < 1e-12);
+        let clipfrac = f64::try_from(
+            (l2.gt_tensor(&l1).to_kind(Kind::Double) * &c.mask).sum(Kind::Double) / c.mask.sum(Kind::Double),
+        )
+        .unwrap();
+        assert!((out.clipfrac - clipfrac).abs() < 1e-15 && out.clipfrac > 0.0);
+        // central differences
+        let g = Vec::<f64>::try_from(x.grad().flatten(0, -1)).unwrap();
+        let f = |z: &Tensor| {
+            f64::try_from(&value_loss(z, &old_values, &returns, &c.mask, &counts, &p).unwrap().loss).unwrap()
+        };
+        for j in [0i64, 7, 13, 22, 28] {
+            let e = Tensor::zeros([B * T], D).index_fill(0, &Tensor::from_slice(&[j]), 1e-6).view([B, T]);
+            let fd = (f(&(&values + &e)) - f(&(&values - &e))) / 2e-6;
+            assert!(
+                (fd - g[j as usize]).abs() < 1e-6 * (1.0 + fd.abs()),
+                "{} token {j}: {} vs {fd}",
+                agg.name(),
+                g[j as usize]
+            );
+        }
+    }
+    let p = ValueLossParams::default().check().unwrap();
+    let counts = GlobalCounts::local(&c.mask).unwrap();
+    assert!(matches!(
+        value_loss(&values, &old_values.narrow(1, 0, 2), &returns, &c.mask, &counts, &p),
+        Err(RlvrCoreError::Shape { .. })
+    ));
+    assert!(ValueLossParams::default().clip(0.0).check().is_err());
 }

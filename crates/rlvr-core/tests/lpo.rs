@@ -1,15 +1,16 @@
 //! LPO: the golden table of research/rlvr.md section 8, the paper's invariants (Corollary 1,
 //! Proposition 1) and off-policy use with behaviour log-probs.
-#![cfg(feature = "tch")]
+//! The coefficient tests need no libtorch; the loss tests (feature `tch`) do.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::needless_range_loop)]
 use proptest::prelude::*;
-use rlvr_core::{
-    lpo_coefficients, AdvantageEstimator, AdvantageParams, Aggregation, GlobalCounts, Groups, LossInputs, LossParams,
-    LpoParams, PolicyLoss, Projection,
-};
-use rlvr_core::{AdvantageConfig, LossConfig, Params};
+use rlvr_core::{lpo_coefficients, AdvantageParams, Groups, LpoParams, Projection};
+use rlvr_core::{AdvantageConfig, Params};
+#[cfg(feature = "tch")]
+use rlvr_core::{AdvantageEstimator, Aggregation, GlobalCounts, LossConfig, LossInputs, LossParams, PolicyLoss};
+#[cfg(feature = "tch")]
 use tch::{Device, Kind, Tensor};
 
+#[cfg(feature = "tch")]
 const D: (Kind, Device) = (Kind::Double, Device::Cpu);
 
 #[test]
@@ -58,6 +59,7 @@ fn zero_variance_groups_give_exactly_zero_coefficients_on_policy() {
     }
 }
 
+#[cfg(feature = "tch")]
 #[test]
 fn reverse_kl_gradient_equals_pg_gradient_on_policy() {
     // Proposition 1: at π_θ = π_b, ∇ L_rev = −g_PG. With the K factor the per-token LPO loss
@@ -91,6 +93,7 @@ fn reverse_kl_gradient_equals_pg_gradient_on_policy() {
     }
 }
 
+#[cfg(feature = "tch")]
 #[test]
 fn off_policy_lpo_uses_behaviour_log_probs_in_the_listwise_softmax() {
     // s_θ = Σ m (logp − behave), s_t = Σ m (old − behave); with seq-mean-token-sum and no clip,
@@ -129,6 +132,7 @@ fn off_policy_lpo_uses_behaviour_log_probs_in_the_listwise_softmax() {
     }
 }
 
+#[cfg(feature = "tch")]
 #[test]
 fn token_clip_removes_the_gradient_outside_the_band() {
     // δ = ln 1.5 > ln 1.2 for token 0: no gradient there; δ = 0 for the rest

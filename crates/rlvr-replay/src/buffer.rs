@@ -953,7 +953,14 @@ mod tests {
         assert_eq!(buf.totals().stale_rejections, 3);
         let m = b.report.metrics();
         assert_eq!(m.get("replay/stale_rejections"), Some(3.0));
-        // a kept stale input is Unfilled without a reason
+        // exactly max_age old is still fresh enough: as an input and as a stored group
+        let mut edge = GroupReplayBuffer::new(ReplayParams::new(2).max_age(1).check()?)?;
+        edge.fill(vec![group(0, 0, &EFF)?], 0)?;
+        let b = edge.fill(vec![group(1, 0, &EFF)?, group(2, 1, &FAIL)?], 1)?;
+        assert_eq!((b.report.stale_inputs, b.report.stale_evicted, b.report.fresh, b.report.replayed), (0, 0, 1, 1));
+        assert!(matches!(b.groups[1].origin(), Origin::Replayed { age: 1, .. }));
+        assert_eq!(edge.len(), 1); // the replayed group was used up; the input of version 0 stored
+                                   // a kept stale input is Unfilled without a reason
         let mut keep =
             GroupReplayBuffer::new(ReplayParams::new(2).max_age(0).shortfall(Shortfall::KeepIneffective).check()?)?;
         let b = keep.fill(vec![group(4, 0, &EFF)?], 1)?;
@@ -1065,6 +1072,9 @@ mod tests {
         let b = buf.fill((0..3).map(|p| group(p, 0, &EFF)).collect::<Result<_>>()?, 0)?;
         assert_eq!((buf.len(), buf.bytes(), b.report.capacity_evicted), (2, 2 * one, 1));
         assert_eq!(buf.iter().map(|s| s.group.prompt_id()).collect::<Vec<_>>(), vec![2, 1]);
+        // the totals add the evictions of every step: 1, then 2 more
+        buf.fill((3..5).map(|p| group(p, 1, &EFF)).collect::<Result<_>>()?, 1)?;
+        assert_eq!((buf.totals().capacity_evicted, buf.totals().stored), (3, 5));
         let mut tiny = GroupReplayBuffer::new(ReplayParams::new(2).capacity_bytes(one - 1).check()?)?;
         let b = tiny.fill(vec![group(0, 0, &EFF)?], 0)?;
         assert_eq!((b.report.rejected_oversize, b.report.stored, tiny.totals().rejected_oversize), (1, 0, 1));
@@ -1106,6 +1116,62 @@ mod tests {
     }
 
     #[test]
+    fn accessors_sizes_and_ages() -> Result<()> {
+        let mut buf = GroupReplayBuffer::new(ReplayParams::new(2).capacity_groups(8).max_age(5).check()?)?;
+        assert!(buf.is_empty() && buf.last_version().is_none() && buf.last_report().is_none());
+        assert_eq!((buf.step(), buf.bytes(), buf.raw_bytes(), buf.age_stats()), (0, 0, 0, (0.0, 0)));
+        let b = buf.fill(vec![], 0)?;
+        assert!(b.is_empty() && b.groups.is_empty() && b.fill_ratio() == 1.0);
+        assert_eq!(b.len(), 0);
+        let g0 = group(0, 0, &EFF)?;
+        let g1 = group(1, 1, &[1.0, 0.5])?;
+        let b = buf.fill(vec![g0, g1], 1)?;
+        assert!(!b.is_empty() && b.len() == 2);
+        assert!(!buf.is_empty());
+        assert_eq!((buf.len(), buf.step(), buf.last_version()), (2, 2, Some(1)));
+        assert_eq!(buf.last_report().map(|r| (r.step, r.policy_version, r.stored)), Some((1, 1, 2)));
+        // sizes: stored bytes plus the per-entry overhead; raw and heap bytes of the groups
+        let overhead = (std::mem::size_of::<Entry>() + 2 * std::mem::size_of::<usize>()) as u64;
+        let stored: u64 = buf.iter().map(|s| s.group.stored_bytes() as u64 + overhead).sum();
+        assert_eq!(buf.bytes(), stored);
+        assert_eq!(buf.raw_bytes(), buf.iter().map(|s| s.group.raw_bytes()).sum::<usize>());
+        assert!(buf.raw_bytes() > 0);
+        let heap: usize = buf.iter().map(|s| s.group.heap_bytes() + overhead as usize).sum::<usize>()
+            + (buf.entries.capacity() - buf.entries.len()) * std::mem::size_of::<Entry>();
+        assert_eq!(buf.heap_bytes(), heap);
+        assert!(buf.heap_bytes() > buf.raw_bytes());
+        assert_eq!(buf.age_stats(), (0.5, 1)); // ages 1 and 0 at version 1
+                                               // a new effective group at version 4: ages 4, 3, 0 → mean 7/3, max 4
+        buf.fill(vec![group(9, 4, &EFF)?], 4)?;
+        assert_eq!(buf.age_stats(), (7.0 / 3.0, 4));
+        let ids: Vec<(u64, u64, u32)> = buf.iter().map(|s| (s.id, s.insert_step, s.times_replayed)).collect();
+        assert_eq!(ids, vec![(2, 2, 0), (1, 1, 0), (0, 1, 0)]);
+        buf.clear();
+        assert!(buf.is_empty());
+        assert_eq!((buf.bytes(), buf.raw_bytes(), buf.age_stats()), (0, 0, (0.0, 0)));
+        assert_eq!(buf.step(), 3); // counters survive clear
+        Ok(())
+    }
+
+    #[test]
+    fn proportional_sampling_favours_the_heavier_group() -> Result<()> {
+        // AdvantageStd weights: equal |advantage| sums, reward std 70.7 vs 0.707, so the first
+        // group should be drawn with probability 100/101 (Efraimidis–Spirakis, one draw)
+        let p = ReplayParams::new(2).priority(Priority::AdvantageStd).sampling(Sampling::Proportional);
+        let mut buf = GroupReplayBuffer::new(p.check()?)?;
+        buf.fill(vec![group(0, 0, &[100.0, 0.0])?, group(1, 0, &[1.0, 0.0])?], 0)?;
+        assert_eq!(buf.len(), 2);
+        let heavy = (0..200u64)
+            .filter(|&s| {
+                let chosen = buf.choose(1, 0, None, &mut rng_from_seed(s)).unwrap_or_default();
+                chosen.first().map(|&i| buf.entries[i].group.prompt_id()) == Some(0)
+            })
+            .count();
+        assert!(heavy >= 185, "heavy group drawn {heavy} times of 200");
+        Ok(())
+    }
+
+    #[test]
     fn checkpoint_round_trip_and_metrics() -> anyhow::Result<()> {
         let p = ReplayParams::new(2).priority(Priority::AdvantageStd).sampling(Sampling::Proportional).max_replays(2);
         let mut buf = GroupReplayBuffer::new(p.check()?)?;
@@ -1124,6 +1190,14 @@ mod tests {
         assert_eq!(m.get("replay/ineffective/all_failure"), Some(3.0));
         assert_eq!(m.get("replay/occupancy"), Some(buf.len() as f64));
         assert_eq!(m.get("replay/total/steps"), Some(4.0));
+        assert_eq!(m.get("replay/occupancy_frac"), Some(buf.len() as f64 / 64.0));
+        // 15 inputs over 4 steps, 5 of them effective (step 0); the replays fill some of the rest
+        let want = (t.effective + t.replayed) as f64 / t.groups_seen as f64;
+        assert_eq!(m.get("replay/total/fill_ratio"), Some(want));
+        assert_eq!((t.groups_seen, t.effective), (15, 5));
+        assert!(want > 0.0 && want < 1.0);
+        assert_eq!(m.get("replay/total/replayed"), Some(t.replayed as f64));
+        assert_eq!(m.get("replay/total/unfilled"), Some(t.unfilled as f64));
         let (mean_age, max_age) = buf.age_stats();
         assert_eq!((m.get("replay/mean_age"), m.get("replay/max_age")), (Some(mean_age), Some(max_age as f64)));
         assert!(max_age >= 1);

@@ -20,7 +20,7 @@ use crate::error::{ReplayError, Result};
 ///
 /// Ties go to the newer group.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub enum Priority {
     /// Newest first.
     #[default]
@@ -291,6 +291,13 @@ mod tests {
     }
 
     #[test]
+    fn quality_recency_decay_defaults_to_a_half() {
+        let p: ReplayParams =
+            serde_json::from_str(r#"{"group_size": 4, "priority": {"quality_recency": {}}}"#).unwrap();
+        assert_eq!(p.priority, Priority::QualityRecency { decay: 0.5 });
+    }
+
+    #[test]
     fn check_rejects_bad_fields_by_name() {
         assert!(ReplayParams::default().check().is_ok());
         let cases = [
@@ -360,6 +367,7 @@ mod tests {
         )?;
         assert_eq!((p.effectiveness, p.estimator), (EffectivenessRule::reward_std(), AdvantageEstimator::Rloo));
         assert!(serde_json::from_str::<ReplayParams>(r#"{"group_sise": 4}"#).is_err());
+        assert!(serde_json::from_str::<Priority>(r#"{"quality_recency": {"decay": 0.5, "dekay": 1}}"#).is_err());
         assert!(serde_json::from_str::<rl_core::Valid<ReplayParams>>(r#"{"group_size": 0}"#).is_err());
         Ok(())
     }

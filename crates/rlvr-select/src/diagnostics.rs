@@ -248,4 +248,59 @@ mod tests {
         assert_eq!(s.count_min, 1);
         assert_eq!(s.count_std, 0.0);
     }
+
+    #[test]
+    fn sums_over_steps_means_and_metrics() {
+        let mut d = Diagnostics::new(3);
+        let o = |id, s| Outcome::from_successes(id, s, 4);
+        // step 1: ids 0 (partial) and 1 (solved); tie in class probs picks the first maximum
+        let sel1 = Selection { ids: vec![0, 1], selection_rollouts: 5, ..Selection::default() };
+        let tie = Prediction { mean: 0.2, std: None, class_probs: Some([0.4, 0.4, 0.2]) };
+        let solved = Prediction { mean: 0.9, std: None, class_probs: Some([0.0, 0.1, 0.9]) };
+        let st1 = d.record(&sel1, &[o(0, 2), o(1, 4)], Some(&[tie, solved]));
+        assert_eq!((st1.trained, st1.effective, st1.training_rollouts, st1.selection_rollouts), (2, 1, 8, 5));
+        assert!((st1.pearson.unwrap_or(0.0) - 1.0).abs() < 1e-12);
+        // step 2: id 0 again (unsolved) and id 2 (partial), 3 rollouts each... groups of 4
+        let sel2 = Selection { ids: vec![0, 2], selection_rollouts: 7, ..Selection::default() };
+        let p = |m| Prediction { mean: m, std: None, class_probs: None };
+        let st2 = d.record(&sel2, &[o(0, 0), o(2, 1)], Some(&[p(0.1), p(0.9)]));
+        assert!((st2.spearman.unwrap_or(0.0) - 1.0).abs() < 1e-12);
+        // an empty step counts, with esr 0
+        let st3 = d.record(&Selection::default(), &[], None);
+        assert_eq!((st3.esr, st3.spearman), (0.0, None));
+        let s = d.summary();
+        assert_eq!((s.steps, s.trained, s.effective), (3, 4, 2));
+        assert_eq!((s.selection_rollouts, s.training_rollouts, s.total_rollouts()), (12, 16, 28));
+        assert_eq!(s.esr, 0.5);
+        // correlations averaged over the steps where they are defined (both +1 here; the
+        // empty step has none)
+        assert!((s.spearman_mean.unwrap_or(0.0) - 1.0).abs() < 1e-12);
+        assert!((s.pearson_mean.unwrap_or(0.0) - 1.0).abs() < 1e-12);
+        // selections per prompt: 2, 1, 1
+        assert_eq!((s.count_min, s.count_max), (1, 2));
+        assert!((s.count_mean - 4.0 / 3.0).abs() < 1e-12);
+        assert!((s.count_std - (2.0f64 / 9.0).sqrt()).abs() < 1e-12);
+        // realised partial predicted unsolved (tie -> first), solved predicted solved
+        assert_eq!(s.confusion, [[0, 0, 0], [1, 0, 0], [0, 0, 1]]);
+        assert_eq!((s.class_accuracy, s.class2_precision, s.class2_recall), (Some(0.5), None, Some(0.0)));
+        let m = s.to_metrics();
+        for (name, v) in [
+            ("steps", 3.0),
+            ("esr", 0.5),
+            ("rollouts/selection", 12.0),
+            ("rollouts/training", 16.0),
+            ("rollouts/total", 28.0),
+            ("counts/min", 1.0),
+            ("counts/max", 2.0),
+            ("dps/accuracy", 0.5),
+            ("dps/class2_recall", 0.0),
+        ] {
+            assert_eq!(m.get(name), Some(v), "{name}");
+        }
+        assert!(m.get("dps/class2_precision").is_none());
+        assert!((m.get("counts/mean").unwrap_or(0.0) - 4.0 / 3.0).abs() < 1e-12);
+        assert!(m.get("counts/std").is_some() && m.get("corr/spearman").is_some() && m.get("corr/pearson").is_some());
+        let empty = Diagnostics::new(0).summary();
+        assert_eq!((empty.esr, empty.count_max, empty.class_accuracy), (0.0, 0, None));
+    }
 }

@@ -255,5 +255,29 @@ mod tests {
         let a = [2.0f32, 9.0];
         assert_eq!(min_distance_to(&f, &a, 1), vec![2.0, 1.0, 1.0]);
         assert_eq!(min_distance_to(&f, &[], 1), vec![0.0, 0.0, 0.0]);
+        // two columns: rows (0, 0), (3, 4), (6, 8); anchors (3, 0), (6, 4)
+        let f2 = [0.0f32, 0.0, 3.0, 4.0, 6.0, 8.0];
+        let a2 = [3.0f32, 0.0, 6.0, 4.0];
+        assert_eq!(min_distance_to(&f2, &a2, 2), vec![3.0, 3.0, 4.0]);
+        assert!(min_distance_to(&f2, &a2, 0).is_empty());
+    }
+
+    #[test]
+    fn mean_pair_distance_of_known_sets() {
+        let mut rng = rl_core::rng_from_seed(0);
+        // two rows: every pair is the one pair of distinct rows, at distance 5
+        let two = [0.0f32, 0.0, 3.0, 4.0];
+        assert_eq!(mean_pair_distance(&two, 2, 50, &mut rng), 5.0);
+        // three rows (0, 0), (3, 0), (3, 4): pair distances 3, 5, 4, mean 4 (both coordinates
+        // of every row matter)
+        let three = [0.0f32, 0.0, 3.0, 0.0, 3.0, 4.0];
+        let m = mean_pair_distance(&three, 2, 20_000, &mut rng);
+        assert!((m - 4.0).abs() < 0.05, "{m}");
+        // degenerate inputs give the neutral scale 1
+        assert_eq!(mean_pair_distance(&[1.0, 1.0, 1.0, 1.0], 2, 10, &mut rng), 1.0);
+        assert_eq!(mean_pair_distance(&[1.0, 2.0], 2, 10, &mut rng), 1.0);
+        assert_eq!(mean_pair_distance(&two, 2, 0, &mut rng), 1.0);
+        assert_eq!(mean_pair_distance(&two, 0, 10, &mut rng), 1.0);
+        assert_eq!(euclidean(&[1.0, 1.0], &[4.0, 5.0]), 5.0);
     }
 }

@@ -1,0 +1,441 @@
+//! Twin Delayed DDPG.
+
+use std::path::Path;
+
+use ndarray::{Array2, ArrayView2};
+use rl_core::{ActMode, Params, SeededRng, Space, Valid};
+use rl_nn::optim::Adam;
+use rl_nn::MlpConfig;
+use serde::{Deserialize, Serialize};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use crate::agent::{obs_tensor, to_array2, Agent, BatchPolicy, UpdateMetrics};
+use crate::batch::Batch;
+use crate::ckpt::{self, Parts};
+use crate::error::{check, AgentError, Result};
+use crate::nets::{ActionBounds, DeterministicActor, EnsembleCritic, TargetSync};
+use crate::sac::{adam, check_mlp, setters};
+
+/// Which critic value the actor maximises.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorObjective {
+    /// `Q_1(s, μ(s))`: the first critic (TD3 paper and code).
+    #[default]
+    First,
+    /// The mean over the critics.
+    Mean,
+    /// The minimum over the critics.
+    Min,
+}
+
+/// Parameters of [`Td3`]. Defaults: the authors' code (`sfujimoto/TD3`, `TD3.py`/`main.py`),
+/// which CORL and CleanRL follow; where the paper (Fujimoto et al. 2018, arXiv 1802.09477)
+/// differs, it says so.
+///
+/// | name | default | purpose | range | source |
+/// |---|---|---|---|---|
+/// | `actor`, `critic` | `[256, 256]` ReLU | networks | [`MlpConfig`], identity output | code (paper: 400-300) |
+/// | `n_critics` | 2 | critics in the fused ensemble; targets use their minimum | `>= 1` | paper (clipped double Q) |
+/// | `gamma` | 0.99 | discount | `[0, 1]` | paper |
+/// | `tau` | 0.005 | target smoothing | `[0, 1]` | paper |
+/// | `actor_lr`, `critic_lr` | 3e-4 | Adam steps | `> 0` | code (paper: 1e-3) |
+/// | `policy_noise` | 0.2 | target smoothing noise std, × action scale | `>= 0` | paper |
+/// | `noise_clip` | 0.5 | clip of the smoothing noise, × action scale | `>= 0` | paper |
+/// | `policy_delay` | 2 | critic updates per actor and target update | `>= 1` | paper |
+/// | `exploration_noise` | 0.1 | Gaussian exploration std, × action scale | `>= 0` | paper |
+/// | `actor_objective` | `first` | critic value the actor maximises | | paper |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Td3Params {
+    /// Policy network.
+    pub actor: MlpConfig,
+    /// Each critic's network.
+    pub critic: MlpConfig,
+    /// Number of critics.
+    pub n_critics: usize,
+    /// Discount.
+    pub gamma: f64,
+    /// Polyak coefficient.
+    pub tau: f64,
+    /// Policy learning rate.
+    pub actor_lr: f64,
+    /// Critic learning rate.
+    pub critic_lr: f64,
+    /// Target smoothing noise.
+    pub policy_noise: f64,
+    /// Clip of the smoothing noise.
+    pub noise_clip: f64,
+    /// Critic updates per actor update.
+    pub policy_delay: usize,
+    /// Exploration noise.
+    pub exploration_noise: f64,
+    /// What the actor maximises.
+    pub actor_objective: ActorObjective,
+}
+
+impl Default for Td3Params {
+    fn default() -> Self {
+        Self {
+            actor: MlpConfig::new([256, 256]),
+            critic: MlpConfig::new([256, 256]),
+            n_critics: 2,
+            gamma: 0.99,
+            tau: 0.005,
+            actor_lr: 3e-4,
+            critic_lr: 3e-4,
+            policy_noise: 0.2,
+            noise_clip: 0.5,
+            policy_delay: 2,
+            exploration_noise: 0.1,
+            actor_objective: ActorObjective::First,
+        }
+    }
+}
+
+setters!(Td3Params {
+    actor: MlpConfig,
+    critic: MlpConfig,
+    n_critics: usize,
+    gamma: f64,
+    tau: f64,
+    actor_lr: f64,
+    critic_lr: f64,
+    policy_noise: f64,
+    noise_clip: f64,
+    policy_delay: usize,
+    exploration_noise: f64,
+    actor_objective: ActorObjective,
+});
+
+impl Td3Params {
+    /// Sets the hidden widths of both actor and critic.
+    #[must_use]
+    pub fn hidden(mut self, hidden: impl Into<Vec<i64>> + Clone) -> Self {
+        self.actor.hidden = hidden.clone().into();
+        self.critic.hidden = hidden.into();
+        self
+    }
+}
+
+impl Params for Td3Params {
+    type Error = AgentError;
+    fn validate(&self) -> Result<()> {
+        check_mlp("actor", &self.actor)?;
+        check_mlp("critic", &self.critic)?;
+        check::at_least("n_critics", self.n_critics, 1)?;
+        check::unit_closed("gamma", self.gamma)?;
+        check::unit_closed("tau", self.tau)?;
+        check::positive("actor_lr", self.actor_lr)?;
+        check::positive("critic_lr", self.critic_lr)?;
+        check::non_negative("policy_noise", self.policy_noise)?;
+        check::non_negative("noise_clip", self.noise_clip)?;
+        check::at_least("policy_delay", self.policy_delay, 1)?;
+        check::non_negative("exploration_noise", self.exploration_noise)?;
+        Ok(())
+    }
+}
+
+/// TD3 (Fujimoto et al. 2018, arXiv 1802.09477; reference code `sfujimoto/TD3`).
+///
+/// ```text
+/// critic (every update)
+///   a' = clip( μ'(s') + clip(ε, −c, c) · scale, low, high ),   ε ~ N(0, σ²)      (target smoothing)
+///   y  = r + γ_k (1 − d) min_e Q'_e(s', a')
+///   L(Q) = Σ_e mean_b (Q_e(s, a) − y)²                          (all critics: one batched forward)
+/// actor and targets (every `policy_delay` updates)
+///   L(μ) = −mean Q_1(s, μ(s))                                   (critic weights frozen)
+///   θ' ← θ' + τ (θ − θ')  for the actor and the critics
+/// exploration: a = clip( μ(s) + N(0, (σ_expl · scale)²), low, high )
+/// ```
+///
+/// ```
+/// use rl_agents::{Agent, Td3, Td3Params};
+/// use rl_core::{Params, Space};
+/// let mut td3 = Td3::new(Td3Params::default().hidden([32]).check()?, &Space::symmetric(3, 1.0)?,
+///                        &Space::symmetric(1, 2.0)?, tch::Device::Cpu, 0)?;
+/// let a = td3.explore(ndarray::Array2::zeros((4, 3)).view())?;
+/// assert_eq!(a.dim(), (4, 1));
+/// assert!(a.iter().all(|x| x.abs() <= 2.0));
+/// # Ok::<(), rl_agents::AgentError>(())
+/// ```
+#[derive(Debug)]
+pub struct Td3 {
+    params: Valid<Td3Params>,
+    device: Device,
+    obs_dim: usize,
+    act_dim: usize,
+    actor_vs: VarStore,
+    actor: DeterministicActor,
+    actor_target_vs: VarStore,
+    actor_target: DeterministicActor,
+    actor_sync: TargetSync,
+    critic_vs: VarStore,
+    critic: EnsembleCritic,
+    critic_target_vs: VarStore,
+    critic_target: EnsembleCritic,
+    critic_sync: TargetSync,
+    actor_opt: Adam,
+    critic_opt: Adam,
+    rng: SeededRng,
+    updates: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Td3State {
+    params: Td3Params,
+    obs_dim: usize,
+    act_dim: usize,
+    low: Vec<f32>,
+    high: Vec<f32>,
+    updates: u64,
+    rng: SeededRng,
+}
+
+const TD3_KIND: &str = "rl_agents.td3";
+const TD3_FORMAT: u32 = 1;
+
+impl Td3 {
+    /// A TD3 agent for observations of `obs_space` and actions in the bounded box
+    /// `action_space`, on `device`, seeded by `seed`.
+    ///
+    /// # Errors
+    /// [`AgentError::UnsupportedSpace`] for a discrete or unbounded action space; device and
+    /// libtorch failures.
+    pub fn new(
+        params: Valid<Td3Params>,
+        obs_space: &Space,
+        action_space: &Space,
+        device: Device,
+        seed: u64,
+    ) -> Result<Self> {
+        rl_nn::check::available(device)?;
+        let bounds = ActionBounds::from_space(action_space, device)?;
+        let (obs_dim, act_dim) = (obs_space.dim(), bounds.dim());
+        let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3-init"));
+        let mut scratch = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3-target-scratch"));
+        let actor_cfg = check_mlp("actor", &params.actor)?;
+        let critic_cfg = check_mlp("critic", &params.critic)?;
+        let actor_vs = VarStore::new(device);
+        let actor = DeterministicActor::new(&actor_vs.root(), obs_dim, bounds.clone(), &actor_cfg, &mut init)?;
+        let critic_vs = VarStore::new(device);
+        let critic =
+            EnsembleCritic::new(&critic_vs.root(), params.n_critics, obs_dim, act_dim, &critic_cfg, &mut init)?;
+        let mut actor_target_vs = VarStore::new(device);
+        let actor_target = DeterministicActor::new(&actor_target_vs.root(), obs_dim, bounds, &actor_cfg, &mut scratch)?;
+        let actor_sync = TargetSync::new(&mut actor_target_vs, &actor_vs)?;
+        let mut critic_target_vs = VarStore::new(device);
+        let critic_target = EnsembleCritic::new(
+            &critic_target_vs.root(),
+            params.n_critics,
+            obs_dim,
+            act_dim,
+            &critic_cfg,
+            &mut scratch,
+        )?;
+        let critic_sync = TargetSync::new(&mut critic_target_vs, &critic_vs)?;
+        let actor_opt = Adam::for_var_store(adam(params.actor_lr)?, &actor_vs)?;
+        let critic_opt = Adam::for_var_store(adam(params.critic_lr)?, &critic_vs)?;
+        Ok(Self {
+            params,
+            device,
+            obs_dim,
+            act_dim,
+            actor_vs,
+            actor,
+            actor_target_vs,
+            actor_target,
+            actor_sync,
+            critic_vs,
+            critic,
+            critic_target_vs,
+            critic_target,
+            critic_sync,
+            actor_opt,
+            critic_opt,
+            rng: rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3-noise")),
+            updates: 0,
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Td3Params {
+        &self.params
+    }
+
+    /// The policy network.
+    pub fn actor(&self) -> &DeterministicActor {
+        &self.actor
+    }
+
+    /// The critic ensemble.
+    pub fn critic(&self) -> &EnsembleCritic {
+        &self.critic
+    }
+
+    /// The variable stores `(actor, actor target, critic, critic target)`.
+    pub fn var_stores(&self) -> [&VarStore; 4] {
+        [&self.actor_vs, &self.actor_target_vs, &self.critic_vs, &self.critic_target_vs]
+    }
+
+    fn parts(&self) -> Parts<'_> {
+        Parts {
+            stores: vec![
+                ("actor", &self.actor_vs),
+                ("actor_target", &self.actor_target_vs),
+                ("critic", &self.critic_vs),
+                ("critic_target", &self.critic_target_vs),
+            ],
+            optims: vec![("actor", &self.actor_opt), ("critic", &self.critic_opt)],
+            tensors: vec![],
+        }
+    }
+
+    /// Gaussian noise `N(0, (std · scale)²)` of `shape`, from the agent's stream.
+    fn scaled_noise(&mut self, shape: &[i64], std: f64) -> Result<Tensor> {
+        let eps = rl_nn::rand::normal(shape, 0.0, std, (Kind::Float, self.device), &mut self.rng)?;
+        Ok(eps)
+    }
+}
+
+impl Agent for Td3 {
+    fn name(&self) -> &'static str {
+        "td3"
+    }
+
+    fn update(&mut self, batch: &Batch) -> Result<UpdateMetrics> {
+        batch.check_dims(self.obs_dim, self.act_dim, self.device)?;
+        let p = self.params.get().clone();
+        let mut m = UpdateMetrics::new();
+        let b = batch.len() as i64;
+        let noise = self.scaled_noise(&[b, self.act_dim as i64], p.policy_noise)?;
+        let y = tch::no_grad(|| -> Result<Tensor> {
+            let scale = self.actor.bounds().scale();
+            let smooth = noise.f_clamp(-p.noise_clip, p.noise_clip)?.f_mul(scale)?;
+            let a_next = self.actor.bounds().clamp(&self.actor_target.forward(batch.next_obs())?.f_add(&smooth)?)?;
+            let q_next = self.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
+            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&q_next)?)?)
+        })?;
+        let q = self.critic.forward(batch.obs(), batch.action())?;
+        let critic_loss =
+            q.f_sub(&y.f_unsqueeze(0)?)?.f_square()?.f_mean_dim(1, false, Kind::Float)?.f_sum(Kind::Float)?;
+        self.critic_opt.backward_step(&critic_loss)?;
+        m.push("loss/critic", &critic_loss)?;
+        m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
+        self.updates += 1;
+        if self.updates % p.policy_delay as u64 == 0 {
+            let a = self.actor.forward(batch.obs())?;
+            let q_pi = match p.actor_objective {
+                ActorObjective::First => self.critic.forward_member_frozen(batch.obs(), &a, 0)?,
+                ActorObjective::Mean => {
+                    self.critic.forward_frozen(batch.obs(), &a)?.f_mean_dim(0, false, Kind::Float)?
+                }
+                ActorObjective::Min => self.critic.forward_frozen(batch.obs(), &a)?.f_amin(0, false)?,
+            };
+            let actor_loss = q_pi.f_mean(Kind::Float)?.f_neg()?;
+            self.actor_opt.backward_step(&actor_loss)?;
+            m.push("loss/actor", &actor_loss)?;
+            self.critic_sync.soft_update(p.tau)?;
+            self.actor_sync.soft_update(p.tau)?;
+        }
+        Ok(m)
+    }
+
+    fn explore(&mut self, obs: ArrayView2<'_, f32>) -> Result<Array2<f32>> {
+        let x = obs_tensor(obs, self.obs_dim, self.device)?;
+        let shape = [obs.nrows() as i64, self.act_dim as i64];
+        let std = self.params.exploration_noise;
+        let noise = self.scaled_noise(&shape, std)?;
+        let a = tch::no_grad(|| -> Result<Tensor> {
+            let mu = self.actor.forward(&x)?;
+            self.actor.bounds().clamp(&mu.f_add(&noise.f_mul(self.actor.bounds().scale())?)?)
+        })?;
+        to_array2(&a)
+    }
+
+    fn policy(&self) -> &dyn BatchPolicy {
+        &self.actor
+    }
+
+    fn device(&self) -> Device {
+        self.device
+    }
+
+    fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    fn save(&self, dir: &Path) -> Result<()> {
+        let state = Td3State {
+            params: self.params.get().clone(),
+            obs_dim: self.obs_dim,
+            act_dim: self.act_dim,
+            low: self.actor.bounds().low().to_vec(),
+            high: self.actor.bounds().high().to_vec(),
+            updates: self.updates,
+            rng: self.rng.clone(),
+        };
+        rl_nn::checkpoint::save_dir(dir, TD3_KIND, TD3_FORMAT, &state, &self.parts().collect()?)?;
+        Ok(())
+    }
+
+    fn load(&mut self, dir: &Path) -> Result<()> {
+        let ck = rl_nn::checkpoint::load_dir::<Td3State>(dir, TD3_KIND, TD3_FORMAT)?;
+        let s = ck.state;
+        ckpt::same(&ck.path, "params", &s.params, self.params.get())?;
+        ckpt::same(&ck.path, "obs_dim", &s.obs_dim, &self.obs_dim)?;
+        ckpt::same(&ck.path, "act_dim", &s.act_dim, &self.act_dim)?;
+        ckpt::same(&ck.path, "action low", &s.low.as_slice(), &self.actor.bounds().low())?;
+        ckpt::same(&ck.path, "action high", &s.high.as_slice(), &self.actor.bounds().high())?;
+        self.parts().check(&ck.tensors, &ck.path)?;
+        ckpt::restore(
+            &[
+                ("actor", &self.actor_vs),
+                ("actor_target", &self.actor_target_vs),
+                ("critic", &self.critic_vs),
+                ("critic_target", &self.critic_target_vs),
+            ],
+            &mut [("actor", &mut self.actor_opt), ("critic", &mut self.critic_opt)],
+            &mut [],
+            &ck.tensors,
+            &ck.path,
+        )?;
+        self.updates = s.updates;
+        self.rng = s.rng;
+        Ok(())
+    }
+}
+
+impl BatchPolicy for DeterministicActor {
+    fn obs_dim(&self) -> usize {
+        DeterministicActor::obs_dim(self)
+    }
+
+    fn act_dim(&self) -> usize {
+        self.bounds().dim()
+    }
+
+    /// `μ(obs)` in both modes (the policy is deterministic; exploration noise is the agent's).
+    fn act_batch(&self, obs: ArrayView2<'_, f32>, _mode: ActMode, _rng: &mut dyn rand::RngCore) -> Result<Array2<f32>> {
+        let x = obs_tensor(obs, BatchPolicy::obs_dim(self), self.bounds().scale().device())?;
+        let a = tch::no_grad(|| self.forward(&x))?;
+        to_array2(&a)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_params_name_the_field() {
+        let e = Td3Params::default().policy_delay(0).check().unwrap_err();
+        assert!(matches!(e, AgentError::InvalidParameter { ref name, .. } if name == "policy_delay"), "{e}");
+        let e = Td3Params::default().policy_noise(-0.1).check().unwrap_err();
+        assert!(matches!(e, AgentError::InvalidParameter { ref name, .. } if name == "policy_noise"), "{e}");
+        let p: Td3Params = serde_json::from_str(r#"{"actor_objective": "min"}"#).unwrap();
+        assert_eq!(p.actor_objective, ActorObjective::Min);
+    }
+}
