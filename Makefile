@@ -74,6 +74,12 @@ test-examples: provision provision-mujoco
 	$(CARGO) run --quiet --features full --example aigb_generate -- --quiet --pv-num 5000 --periods 2 --out target/aigb-generate-tiny
 	$(CARGO) run --quiet --features full --example aigb_train -- --quiet --data target/aigb-generate-tiny/trajectories.csv --steps 50 --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 1.0 --slots 0 --out target/aigb-train-tiny
 	$(CARGO) run --quiet --features full --example aigb_evaluate -- --quiet --pv-num 5000 --periods 1 --seeds 1 --budget-ratios 0.5,1.0 --slots 0 --out target/aigb-evaluate-tiny
+	$(CARGO) run --quiet --features full --example offline_generate -- --quiet --task pendulum --online-steps 300 --snapshot-every 150 --random-steps 100 --transitions 300 --hidden 16 --out target/offline-tiny
+	$(CARGO) run --quiet --features full --example offline_generate -- --quiet --task maze2d-umaze --transitions 600 --out target/offline-tiny
+	$(CARGO) run --quiet --features full --example offline_train -- --quiet --algo dmg --data target/offline-tiny/pendulum-medium-replay.safetensors --task pendulum \
+		--steps 40 --eval-every 20 --eval-episodes 1 --seeds 1 --hidden 16 --finetune-steps 20 --out target/offline-tiny/train
+	$(CARGO) run --quiet --features full --example offline_benchmark -- --quiet --task pendulum --data-dir target/offline-tiny --kinds medium --seeds 1 --steps 20 \
+		--eval-every 10 --eval-episodes 1 --hidden 16 --dynamics-steps 10 --robustness obs:0.1,act:0.1 --out target/offline-tiny/bench
 
 # The end-to-end RLVR run: warm start, DPS selection, POPO replay (examples/rlvr_demo.rs).
 demo: provision

@@ -72,13 +72,16 @@ def batch():
 
 
 def timed(fn, seconds):
+    """(calls per wall-clock second, calls per CPU second of this thread). With one torch thread
+    every operation runs on the calling thread, so the CPU rate counts only the update's own work
+    however loaded the machine is (the Rust binary reads the same clock)."""
     for _ in range(20):
         fn()
-    n, t0 = 0, time.perf_counter()
+    n, t0, c0 = 0, time.perf_counter(), time.thread_time()
     while time.perf_counter() - t0 < seconds or n < 10:
         fn()
         n += 1
-    return n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0), n / (time.thread_time() - c0)
 
 
 def corl_sac(corl):
@@ -202,6 +205,55 @@ def same_ops_sac(hidden):
     return update
 
 
+def same_ops_td3(hidden):
+    """The Rust TD3 update, operation for operation, in PyTorch (fused critics, Q_1 of the frozen
+    critic for the actor, policy delay 2, no logging reads)."""
+    actor = mlp([OBS, *hidden, ACT])
+    actor_t = mlp([OBS, *hidden, ACT])
+    actor_t.load_state_dict(actor.state_dict())
+    critic = Ens(2, [OBS + ACT, *hidden, 1])
+    target = Ens(2, [OBS + ACT, *hidden, 1])
+    target.load_state_dict(critic.state_dict())
+    for p in [*target.parameters(), *actor_t.parameters()]:
+        p.requires_grad_(False)
+    opt_a = torch.optim.Adam(actor.parameters(), lr=3e-4)
+    opt_c = torch.optim.Adam(critic.parameters(), lr=3e-4)
+    s, a, r, ns, d = [x.squeeze(-1) if x.shape[-1] == 1 else x for x in batch()]
+    k = [0]
+
+    def q1_frozen(x):
+        h = x
+        n = len(critic.w)
+        for i, (w, b) in enumerate(zip(critic.w, critic.b)):
+            h = torch.addmm(b[0].detach(), h, w[0].detach())
+            if i < n - 1:
+                h = torch.relu(h)
+        return h.squeeze(-1)
+
+    def update():
+        noise = torch.randn(BATCH, ACT) * 0.2
+        with torch.no_grad():
+            na = (torch.tanh(actor_t(ns)) + noise.clamp(-0.5, 0.5)).clamp(-1, 1)
+            y = r + 0.99 * (1 - d) * target(torch.cat([ns, na], 1)).amin(0)
+        q = critic(torch.cat([s, a], 1))
+        cl = (q - y.unsqueeze(0)).pow(2).mean(1).sum()
+        opt_c.zero_grad()
+        cl.backward()
+        opt_c.step()
+        k[0] += 1
+        if k[0] % 2 == 0:
+            aloss = -q1_frozen(torch.cat([s, torch.tanh(actor(s))], 1)).mean()
+            opt_a.zero_grad()
+            aloss.backward()
+            opt_a.step()
+            with torch.no_grad():
+                for tp, sp in [*zip(target.parameters(), critic.parameters()),
+                               *zip(actor_t.parameters(), actor.parameters())]:
+                    tp.lerp_(sp, 5e-3)
+
+    return update
+
+
 def rust(binary, algo, hidden, seconds, threads):
     out = subprocess.run(
         [binary, "--algo", algo, "--hidden", ",".join(map(str, hidden)), "--seconds", str(seconds),
@@ -209,7 +261,7 @@ def rust(binary, algo, hidden, seconds, threads):
         check=True, capture_output=True, text=True,
     ).stdout
     rows = [json.loads(l) for l in out.splitlines() if l.startswith("{")]
-    return {r["what"]: r["per_second"] for r in rows}
+    return {r["what"]: (r["per_second"], r["per_cpu_second"]) for r in rows}
 
 
 def main():
@@ -229,7 +281,10 @@ def main():
             "PyTorch, same ops as Rust": same_ops_sac([256, 256, 256]),
         },
         ("SAC", "256,256"): {"PyTorch, same ops as Rust": same_ops_sac([256, 256])},
-        ("TD3", "256,256"): {"CORL TD3+BC": corl_td3(args.corl)},
+        ("TD3", "256,256"): {
+            "CORL TD3+BC": corl_td3(args.corl),
+            "PyTorch, same ops as Rust": same_ops_td3([256, 256]),
+        },
     }
     results = {}
     for rnd in range(args.rounds):
@@ -244,17 +299,19 @@ def main():
     load1 = os.getloadavg()
     print(f"torch {torch.__version__}, threads {args.threads}, batch {BATCH}, obs {OBS}, act {ACT}; "
           f"load average {load1[0]:.2f} {load1[1]:.2f} {load1[2]:.2f}; median of {args.rounds} rounds x {args.seconds} s\n")
-    print("| algorithm | hidden | implementation | updates/s | vs CORL |")
-    print("|---|---|---|---|---|")
+    print("| algorithm | hidden | implementation | updates/s (wall) | updates per CPU-s | vs CORL (CPU-s) |")
+    print("|---|---|---|---|---|---|")
     for (algo, hidden, name), v in results.items():
-        med = statistics.median(v)
+        wall = statistics.median(x[0] for x in v)
+        cpu = statistics.median(x[1] for x in v)
         corl_key = (algo, hidden, "CORL SAC-N (N=2)" if algo == "SAC" else "CORL TD3+BC")
-        ref = statistics.median(results[corl_key]) if corl_key in results else None
-        ratio = f"{med / ref:.2f}x" if ref else "–"
-        print(f"| {algo} | {hidden} | {name} | {med:.1f} | {ratio} |")
+        ref = statistics.median(x[1] for x in results[corl_key]) if corl_key in results else None
+        ratio = f"{cpu / ref:.2f}x" if ref else "–"
+        print(f"| {algo} | {hidden} | {name} | {wall:.1f} | {cpu:.1f} | {ratio} |")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"algo": a, "hidden": h, "impl": n, "per_second": v} for (a, h, n), v in results.items()], f)
+            json.dump([{"algo": a, "hidden": h, "impl": n, "per_second": [x[0] for x in v],
+                        "per_cpu_second": [x[1] for x in v]} for (a, h, n), v in results.items()], f)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 //! Gradient updates per second of SAC and TD3 at batch 256 (Hopper widths: 11 observations, 3
 //! actions), next to the matrix-multiply floor of the same update: the time of exactly the
 //! GEMMs one update needs (forward, input and weight gradients where autograd computes them),
-//! with nothing else. Prints one JSON line per measurement; `benches/agents_torch.py` runs this
+//! with nothing else. Prints one JSON line per measurement (calls per wall-clock second and per
+//! CPU second of the calling thread); `benches/agents_torch.py` runs this
 //! binary and CORL's PyTorch SAC-N/TD3+BC side by side.
 //!
 //! ```text
@@ -43,17 +44,39 @@ struct Args {
 const OBS: i64 = 11;
 const ACT: i64 = 3;
 
-fn timed(seconds: f64, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+/// CPU time of the calling thread in seconds (`/proc/thread-self/schedstat`, nanoseconds; the
+/// clock Python's `time.thread_time()` reads). With one libtorch thread every operation runs on
+/// the calling thread, so this counts the update's own work whatever else the machine runs.
+/// `None` where the file does not exist (not Linux).
+fn thread_cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 * 1e-9)
+}
+
+/// Calls per wall-clock second and per CPU second of this thread (`None` without a CPU clock).
+#[derive(Debug, Clone, Copy)]
+struct Rate {
+    wall: f64,
+    cpu: Option<f64>,
+}
+
+fn timed(seconds: f64, mut f: impl FnMut() -> Result<()>) -> Result<Rate> {
     for _ in 0..20 {
         f()?;
     }
-    let t0 = Instant::now();
+    let (t0, c0) = (Instant::now(), thread_cpu_seconds());
     let mut n = 0u64;
     while t0.elapsed().as_secs_f64() < seconds || n < 10 {
         f()?;
         n += 1;
     }
-    Ok(n as f64 / t0.elapsed().as_secs_f64())
+    let wall = n as f64 / t0.elapsed().as_secs_f64();
+    let cpu = match (c0, thread_cpu_seconds()) {
+        (Some(a), Some(b)) if b > a => Some(n as f64 / (b - a)),
+        _ => None,
+    };
+    Ok(Rate { wall, cpu })
 }
 
 fn randn(shape: &[i64], rng: &mut rl_core::SeededRng) -> Result<Tensor> {
@@ -154,11 +177,11 @@ fn filled_buffer(rng: &mut rl_core::SeededRng) -> Result<ReplayBuffer> {
     Ok(buf)
 }
 
-fn report(algo: &str, what: &str, hidden: &[i64], batch: i64, threads: i32, per_s: f64) {
+fn report(algo: &str, what: &str, hidden: &[i64], batch: i64, threads: i32, rate: Rate) {
     println!(
         "{}",
         serde_json::json!({"impl": "rust", "algo": algo, "what": what, "hidden": hidden, "batch": batch,
-                           "threads": threads, "per_second": per_s})
+                           "threads": threads, "per_second": rate.wall, "per_cpu_second": rate.cpu})
     );
 }
 

@@ -59,9 +59,13 @@ struct Args {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
+    /// libtorch intra-op threads (1: the networks are small; more threads mostly add overhead).
+    #[arg(long, default_value_t = 1)]
+    threads: i32,
 }
 
 fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path) -> Result<()> {
+    let cpu0 = support::thread_cpu_seconds();
     let make = |_| Locomotion::hopper(HopperParams::default().check()?);
     let envs = VecEnv::from_fn(1, args.seed, make)?;
     let (obs, act) = (envs.observation_space().clone(), envs.action_space().clone());
@@ -76,6 +80,7 @@ fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path
     } else {
         rl_core::JsonlSink::create(out.join("metrics.jsonl"))?
     };
+    let (steps0, updates0) = (trainer.steps(), OnlineAgent::updates(&agent));
     let mut eval = Evaluator::new(10, 1000, |_| Ok(make(0)?))?;
     let tp = TrainParams::default()
         .total_steps(args.steps)
@@ -88,8 +93,13 @@ fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path
     let best = s.evaluations.iter().map(|(_, e)| e.mean_return).fold(f64::NEG_INFINITY, f64::max);
     let last = s.evaluations.last().map_or(f64::NAN, |(_, e)| e.mean_return);
     println!(
-        "{} Hopper seed {}: last eval {last:.1}, best {best:.1}; {} steps, {} updates in {:.0} s",
-        args.algo, args.seed, s.env_steps, s.updates, s.seconds
+        "{} Hopper seed {}: last eval {last:.1}, best {best:.1}; {} steps, {} updates in {:.0} s wall{}",
+        args.algo,
+        args.seed,
+        s.env_steps,
+        s.updates,
+        s.seconds,
+        support::cpu_rates(cpu0, s.env_steps - steps0, s.updates - updates0)
     );
     let curve = support::eval_curve(&args.algo, &out.join("metrics.jsonl"))?;
     println!("first eval >= 1000 at step {:?}", support::steps_to(&curve, 1000.0));
@@ -105,6 +115,7 @@ fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    tch::set_num_threads(args.threads);
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(format!("target/hopper-{}", args.algo)));
     std::fs::create_dir_all(&out)?;
     let env = Locomotion::hopper(HopperParams::default().check()?)?;

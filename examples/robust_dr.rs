@@ -6,8 +6,8 @@
 //! PDTS papers, checked with this library's real agents.
 //!
 //! ```text
-//! cargo run --release --features rl-agents,rlvr-select --example robust_dr -- --seeds 3   # the reported run
-//! cargo run --features rl-agents,rlvr-select --example robust_dr -- --iters 3 --seeds 1 --hidden 16 --test-grid 2   # CI size
+//! cargo run --release --features rl-agents,rlvr-select-neural --example robust_dr -- --seeds 3 --iters 20 --parallel  # the reported runs
+//! cargo run --features rl-agents,rlvr-select-neural --example robust_dr -- --iters 3 --seeds 1 --hidden 16 --test-grid 2   # CI size
 //! ```
 //!
 //! Setup (ours; PDTS's physical-DR benchmarks are MuJoCo/Box2D tasks with DDPG, see
@@ -53,6 +53,10 @@ struct Args {
     /// Seeds.
     #[arg(long, default_value_t = 3)]
     seeds: u64,
+    /// First seed: the runs use seeds `first_seed .. first_seed + seeds` (each run depends only
+    /// on its method and seed, so runs of different seeds can be made in separate invocations).
+    #[arg(long, default_value_t = 0)]
+    first_seed: u64,
     /// Episodes (tasks) per iteration.
     #[arg(long, default_value_t = 4)]
     batch: usize,
@@ -335,7 +339,10 @@ fn main() -> Result<()> {
     tch::set_num_threads(1);
     std::fs::create_dir_all(&args.out)?;
     let methods: Vec<String> = args.methods.split(',').map(|m| m.trim().to_string()).collect();
-    let jobs: Vec<(String, u64)> = methods.iter().flat_map(|m| (0..args.seeds).map(move |s| (m.clone(), s))).collect();
+    let jobs: Vec<(String, u64)> = methods
+        .iter()
+        .flat_map(|m| (args.first_seed..args.first_seed + args.seeds).map(move |s| (m.clone(), s)))
+        .collect();
     let results: Vec<RunResult> = if args.parallel {
         std::thread::scope(|sc| {
             let handles: Vec<_> = jobs

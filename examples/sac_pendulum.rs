@@ -46,12 +46,17 @@ struct Args {
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
-    /// Run the seeds in parallel threads (one libtorch thread each).
+    /// Run the seeds in parallel threads.
     #[arg(long)]
     parallel: bool,
+    /// libtorch intra-op threads (1: the networks are small, and the CPU time printed per seed
+    /// then counts all of a seed's work).
+    #[arg(long, default_value_t = 1)]
+    threads: i32,
 }
 
 fn run_seed(args: &Args, seed: u64) -> Result<(f64, support::Curve)> {
+    let cpu0 = support::thread_cpu_seconds();
     let make = |_| Pendulum::new(PendulumParams::default().check()?);
     let envs = VecEnv::from_fn(1, seed, make)?;
     let (obs, act): (Space, Space) = (envs.observation_space().clone(), envs.action_space().clone());
@@ -73,11 +78,12 @@ fn run_seed(args: &Args, seed: u64) -> Result<(f64, support::Curve)> {
     let s = train(&mut agent, &mut trainer, &tp, Some(&mut eval), &mut sink, Some(&dir.join("checkpoint")))?;
     let last = s.evaluations.last().map_or(f64::NAN, |(_, e)| e.mean_return);
     println!(
-        "seed {seed}: final eval return {last:.1} after {} steps, {} updates, {:.0} s ({:.1} steps + updates per s)",
+        "seed {seed}: final eval return {last:.1} after {} steps, {} updates, {:.0} s wall ({:.1} env steps per s){}",
         s.env_steps,
         s.updates,
         s.seconds,
-        s.env_steps as f64 / s.seconds
+        s.env_steps as f64 / s.seconds,
+        support::cpu_rates(cpu0, s.env_steps, s.updates)
     );
     drop(sink);
     Ok((last, support::eval_curve(&format!("seed {seed}"), &dir.join("metrics.jsonl"))?))
@@ -86,8 +92,8 @@ fn run_seed(args: &Args, seed: u64) -> Result<(f64, support::Curve)> {
 fn main() -> Result<()> {
     let args = Args::parse();
     std::fs::create_dir_all(&args.out)?;
+    tch::set_num_threads(args.threads);
     let results: Vec<(f64, support::Curve)> = if args.parallel {
-        tch::set_num_threads(1);
         std::thread::scope(|sc| {
             let handles: Vec<_> = (0..args.seeds)
                 .map(|seed| {

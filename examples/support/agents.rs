@@ -83,3 +83,25 @@ pub fn mean_std(v: &[f64]) -> String {
     let s = (v.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (n - 1.0)).sqrt();
     format!("{m:.1} ± {s:.1}")
 }
+
+/// CPU time of the calling thread in seconds (`/proc/thread-self/schedstat`, nanoseconds), `None`
+/// where that file does not exist. With one libtorch thread a run's work all happens on the
+/// thread that drives it, so this measures the run's cost whatever else the machine runs.
+pub fn thread_cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let ns: u64 = s.split_whitespace().next()?.parse().ok()?;
+    Some(ns as f64 * 1e-9)
+}
+
+/// `" (C CPU-s of this thread: X env steps and Y updates per CPU-s)"`, or `""` without a CPU clock.
+pub fn cpu_rates(cpu0: Option<f64>, env_steps: u64, updates: u64) -> String {
+    match (cpu0, thread_cpu_seconds()) {
+        (Some(a), Some(b)) if b > a => format!(
+            " ({:.0} CPU-s of this thread: {:.1} env steps and {:.1} updates per CPU-s)",
+            b - a,
+            env_steps as f64 / (b - a),
+            updates as f64 / (b - a)
+        ),
+        _ => String::new(),
+    }
+}

@@ -290,6 +290,8 @@ struct Conv {
 }
 
 impl Conv {
+    // the layer's shape arguments mirror `nn.Conv1d` / `nn.ConvTranspose1d`
+    #[allow(clippy::too_many_arguments)]
     fn new(
         p: &Path<'_>,
         name: &str,

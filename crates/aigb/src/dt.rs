@@ -187,6 +187,7 @@ impl DtModel {
 
     /// states `[B, K, 16]`, actions `[B, K, 1]`, returns `[B, K, 1]`, timesteps `[B, K]` (int64),
     /// mask `[B, K]` → action predictions `[B, K, 1]`.
+    #[allow(clippy::too_many_arguments)]
     fn forward(
         &self,
         states: &Tensor,

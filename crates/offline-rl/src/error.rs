@@ -115,6 +115,9 @@ pub enum OfflineError {
     /// An error from `rl-nn` (tensors, checkpoints, optimiser).
     #[error(transparent)]
     Nn(#[from] rl_nn::RlNnError),
+    /// An error from `rl-agents` (networks, batches, buffers, the online loop).
+    #[error(transparent)]
+    Agent(#[from] rl_agents::AgentError),
     /// An error from `rl-envs`.
     #[error(transparent)]
     Env(#[from] rl_envs::EnvError),
@@ -144,6 +147,19 @@ impl OfflineError {
     pub fn corrupt(path: impl AsRef<std::path::Path>, reason: impl std::fmt::Display) -> Self {
         OfflineError::Corrupt { path: path.as_ref().display().to_string(), reason: reason.to_string() }
     }
+
+    /// Prefixes the parameter name of an [`OfflineError::InvalidParameter`] (nested params).
+    pub(crate) fn prefixed(self, prefix: &str) -> Self {
+        match self {
+            OfflineError::InvalidParameter { name, value, reason } => {
+                OfflineError::InvalidParameter { name: format!("{prefix}.{name}"), value, reason }
+            }
+            OfflineError::Nn(rl_nn::RlNnError::InvalidParameter { name, value, reason }) => {
+                OfflineError::InvalidParameter { name: format!("{prefix}.{name}"), value, reason }
+            }
+            other => other,
+        }
+    }
 }
 
 /// `Result` with [`OfflineError`].
@@ -166,6 +182,22 @@ pub(crate) mod check {
             Ok(())
         } else {
             Err(OfflineError::invalid(name, v, "must be finite and >= 0"))
+        }
+    }
+
+    pub(crate) fn unit_closed(name: &str, v: f64) -> Result<()> {
+        if (0.0..=1.0).contains(&v) {
+            Ok(())
+        } else {
+            Err(OfflineError::invalid(name, v, "must lie in [0, 1]"))
+        }
+    }
+
+    pub(crate) fn unit_open(name: &str, v: f64) -> Result<()> {
+        if v > 0.0 && v < 1.0 {
+            Ok(())
+        } else {
+            Err(OfflineError::invalid(name, v, "must lie in (0, 1)"))
         }
     }
 

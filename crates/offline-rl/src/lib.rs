@@ -14,9 +14,15 @@
 #![deny(missing_debug_implementations)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod algo;
 pub mod data;
 pub mod error;
+pub mod finetune;
+pub mod generate;
+pub mod robust;
 pub mod score;
+pub mod tasks;
+pub mod train;
 
 pub use data::{Dataset, DatasetInfo, LoadReport, RewardTransform, StateNorm};
 pub use error::{OfflineError, Result};

@@ -147,6 +147,69 @@ mod tests {
         assert!(hits.iter().all(|&h| h > 60), "{hits:?}");
     }
 
+    /// Two rows of three tokens, per-token advantages, the last token padding. Over the 5
+    /// response tokens `Ā = 0.5/5 = 0.1` and `mean logp = −5.2/5 = −1.04`, so the covariances
+    /// are `[0.036, 1.056, 1.026, −0.184, −1.764]`; token 0 has ratio `e^0.5 > 1.2` with `A > 0`.
+    fn case() -> ([f64; 6], [f64; 6], [f64; 6], [f64; 6]) {
+        let lp = [-1.0, -2.0, -0.5, -1.5, -0.2, -9.0];
+        let mut old = lp;
+        old[0] = -1.5;
+        let adv = [1.0, -1.0, 2.0, 0.5, -2.0, 5.0];
+        let mask = [1.0, 1.0, 1.0, 1.0, 1.0, 0.0];
+        (lp, old, adv, mask)
+    }
+
+    #[test]
+    fn clip_cov_selects_unclipped_tokens_inside_the_bounds() {
+        let (lp, old, adv, mask) = case();
+        let x = CovInputs { lp: &lp[..], old: &old[..], adv: &adv[..], adv_per_token: true, mask: &mask[..], t: 3 };
+        // bounds (1, 5): tokens 1 and 2 (token 0 is clipped, and its covariance is below 1
+        // anyway); ratio 1 draws all candidates
+        let p = ClipCovParams { ratio: 1.0, ..ClipCovParams::default() };
+        assert_eq!(clip_cov_selection(&x, &p, 3), vec![1, 2]);
+        // bounds (0, 5): token 0 is a candidate by covariance but clipped
+        let p = ClipCovParams { ratio: 1.0, cov_lb: 0.0, ..ClipCovParams::default() };
+        assert_eq!(clip_cov_selection(&x, &p, 3), vec![1, 2]);
+        let p = ClipCovParams { ratio: 1.0, cov_lb: 0.0, eps_high: 1.0, ..ClipCovParams::default() };
+        assert_eq!(clip_cov_selection(&x, &p, 3), vec![0, 1, 2]);
+        // ratio 0.2 of 5 tokens: one of the two candidates
+        let p = ClipCovParams { ratio: 0.2, ..ClipCovParams::default() };
+        let one = clip_cov_selection(&x, &p, 3);
+        assert!(one == vec![1] || one == vec![2], "{one:?}");
+    }
+
+    #[test]
+    fn clip_cov_bounds_are_exclusive() {
+        // ratio exactly 1 on every token, clip bounds [1, 1]: nothing is clipped (the clip is
+        // strict); Ā = 0 exactly, so the tokens with A = 0 have covariance exactly 0, which
+        // the exclusive lower bound 0 leaves out
+        let lp = [-1.0, -3.0, -2.0, -2.0];
+        let adv = [1.0, -1.0, 0.0, 0.0];
+        let mask = [1.0; 4];
+        let x = CovInputs { lp: &lp[..], old: &lp[..], adv: &adv[..], adv_per_token: true, mask: &mask[..], t: 2 };
+        let p = ClipCovParams { eps_low: 0.0, eps_high: 0.0, ratio: 1.0, cov_lb: 0.0, cov_ub: 10.0 };
+        assert_eq!(clip_cov_selection(&x, &p, 0), vec![0, 1]);
+        // and the exclusive upper bound: covariances are 1 and 1
+        let p = ClipCovParams { cov_ub: 1.0 - 1e-6, ..p };
+        assert!(clip_cov_selection(&x, &p, 0).is_empty());
+    }
+
+    #[test]
+    fn kl_cov_takes_the_largest_covariances_over_response_tokens() {
+        let (lp, old, adv, mask) = case();
+        let x = CovInputs { lp: &lp[..], old: &old[..], adv: &adv[..], adv_per_token: true, mask: &mask[..], t: 3 };
+        assert_eq!(kl_cov_selection(&x, 0.4), vec![1, 2]); // ⌊0.4 · 5⌋ = 2
+        assert_eq!(kl_cov_selection(&x, 0.6), vec![0, 1, 2]);
+        assert_eq!(kl_cov_selection(&x, 1e-9), vec![1]);
+        // per-row advantages [1, −1]: Ā = (3 − 2)/5 = 0.2, covariances 0.8·[0.04, −0.96, 0.54]
+        // and −1.2·[−0.46, 0.84]: the largest two are tokens 2 and 3
+        let rows = [1.0, -1.0];
+        let x = CovInputs { adv: &rows[..], adv_per_token: false, ..x };
+        assert_eq!(kl_cov_selection(&x, 0.4), vec![2, 3]);
+        let none = [0.0; 6];
+        assert!(kl_cov_selection(&CovInputs { mask: &none[..], ..x }, 0.5).is_empty());
+    }
+
     #[test]
     fn top_k_breaks_ties_by_index() {
         let cov = [0.5, 2.0, 2.0, -1.0, 3.0];

@@ -1072,6 +1072,9 @@ mod tests {
         let b = buf.fill((0..3).map(|p| group(p, 0, &EFF)).collect::<Result<_>>()?, 0)?;
         assert_eq!((buf.len(), buf.bytes(), b.report.capacity_evicted), (2, 2 * one, 1));
         assert_eq!(buf.iter().map(|s| s.group.prompt_id()).collect::<Vec<_>>(), vec![2, 1]);
+        // the totals add the evictions of every step: 1, then 2 more
+        buf.fill((3..5).map(|p| group(p, 1, &EFF)).collect::<Result<_>>()?, 1)?;
+        assert_eq!((buf.totals().capacity_evicted, buf.totals().stored), (3, 5));
         let mut tiny = GroupReplayBuffer::new(ReplayParams::new(2).capacity_bytes(one - 1).check()?)?;
         let b = tiny.fill(vec![group(0, 0, &EFF)?], 0)?;
         assert_eq!((b.report.rejected_oversize, b.report.stored, tiny.totals().rejected_oversize), (1, 0, 1));
@@ -1147,6 +1150,24 @@ mod tests {
         assert!(buf.is_empty());
         assert_eq!((buf.bytes(), buf.raw_bytes(), buf.age_stats()), (0, 0, (0.0, 0)));
         assert_eq!(buf.step(), 3); // counters survive clear
+        Ok(())
+    }
+
+    #[test]
+    fn proportional_sampling_favours_the_heavier_group() -> Result<()> {
+        // AdvantageStd weights: equal |advantage| sums, reward std 70.7 vs 0.707, so the first
+        // group should be drawn with probability 100/101 (Efraimidis–Spirakis, one draw)
+        let p = ReplayParams::new(2).priority(Priority::AdvantageStd).sampling(Sampling::Proportional);
+        let mut buf = GroupReplayBuffer::new(p.check()?)?;
+        buf.fill(vec![group(0, 0, &[100.0, 0.0])?, group(1, 0, &[1.0, 0.0])?], 0)?;
+        assert_eq!(buf.len(), 2);
+        let heavy = (0..200u64)
+            .filter(|&s| {
+                let chosen = buf.choose(1, 0, None, &mut rng_from_seed(s)).unwrap_or_default();
+                chosen.first().map(|&i| buf.entries[i].group.prompt_id()) == Some(0)
+            })
+            .count();
+        assert!(heavy >= 185, "heavy group drawn {heavy} times of 200");
         Ok(())
     }
 

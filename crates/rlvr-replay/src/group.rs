@@ -583,6 +583,60 @@ mod tests {
     }
 
     #[test]
+    fn accessors_return_the_stored_arrays() -> Result<()> {
+        let mut f = flat(2, 2);
+        f.mask = vec![true, false, true, true];
+        let g = Group::from_flat(1, 2, f)?.with_prompt_tokens(vec![5, 6, 7]);
+        assert_eq!(g.prompt_tokens(), &[5, 6, 7]);
+        assert_eq!(g.mask(), &[true, false, true, true]);
+        assert_eq!(g.offsets(), &[0, 2, 4]);
+        assert_eq!(g.response(0).map(|r| r.mask), Some(&[true, false][..]));
+        Ok(())
+    }
+
+    #[test]
+    fn offsets_may_repeat_but_not_decrease() -> anyhow::Result<()> {
+        // an empty response (equal offsets) is legal; decreasing offsets are not
+        let mut f = flat(3, 2);
+        f.lengths = vec![2, 0, 4];
+        let g = Group::from_flat(1, 2, f)?;
+        assert_eq!(g.offsets(), &[0, 2, 2, 6]);
+        let s = serde_json::to_string(&g)?;
+        assert_eq!(serde_json::from_str::<Group>(&s)?, g);
+        let bad = s.replace("\"offsets\":[0,2,2,6]", "\"offsets\":[0,3,2,6]");
+        assert_ne!(bad, s);
+        assert!(serde_json::from_str::<Group>(&bad).is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn spare_capacity_is_released() -> Result<()> {
+        let mut f = flat(2, 3);
+        f.tokens.reserve(1000);
+        f.behaviour_logp.reserve(1000);
+        let g = Group::from_flat(1, 2, f)?;
+        assert!(g.tokens.capacity() < 100 && g.behaviour_logp.capacity() < 100);
+        Ok(())
+    }
+
+    #[test]
+    fn byte_counts_add_every_array() -> Result<()> {
+        // 6 tokens, 3 prompt tokens, K = 2 rewards, advantages and outcomes, a flat mask
+        let mut f = flat(2, 3);
+        f.mask = vec![true; 6];
+        let g = Group::from_flat(1, 2, f)?
+            .with_prompt_tokens(vec![5, 6, 7])
+            .with_advantages(vec![1.0, -1.0])?
+            .with_outcomes(vec![true, false])?;
+        let raw = 4 * 6 + 4 * 6 + 6 + 4 * 3 + 4 * 2 + 4 * 2 + 2;
+        assert_eq!(g.raw_bytes(), raw);
+        assert_eq!(g.stored_bytes(), std::mem::size_of::<Group>() + raw + 4 * 3);
+        // arrays at exact capacity: the struct, the raw bytes and the 3 offsets
+        assert_eq!(g.heap_bytes(), std::mem::size_of::<Group>() + raw + 4 * 3);
+        Ok(())
+    }
+
+    #[test]
     fn memory_is_close_to_raw() -> Result<()> {
         let g = Group::from_flat(1, 2, flat(8, 1024))?;
         let raw = g.raw_bytes() as f64;

@@ -291,6 +291,13 @@ mod tests {
     }
 
     #[test]
+    fn quality_recency_decay_defaults_to_a_half() {
+        let p: ReplayParams =
+            serde_json::from_str(r#"{"group_size": 4, "priority": {"quality_recency": {}}}"#).unwrap();
+        assert_eq!(p.priority, Priority::QualityRecency { decay: 0.5 });
+    }
+
+    #[test]
     fn check_rejects_bad_fields_by_name() {
         assert!(ReplayParams::default().check().is_ok());
         let cases = [

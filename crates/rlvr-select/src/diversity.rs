@@ -268,10 +268,11 @@ mod tests {
         // two rows: every pair is the one pair of distinct rows, at distance 5
         let two = [0.0f32, 0.0, 3.0, 4.0];
         assert_eq!(mean_pair_distance(&two, 2, 50, &mut rng), 5.0);
-        // three rows on a line at 0, 3, 4: pair distances 3, 4, 1, mean 8/3
-        let three = [0.0f32, 0.0, 3.0, 0.0, 4.0, 0.0];
+        // three rows (0, 0), (3, 0), (3, 4): pair distances 3, 5, 4, mean 4 (both coordinates
+        // of every row matter)
+        let three = [0.0f32, 0.0, 3.0, 0.0, 3.0, 4.0];
         let m = mean_pair_distance(&three, 2, 20_000, &mut rng);
-        assert!((m - 8.0 / 3.0).abs() < 0.05, "{m}");
+        assert!((m - 4.0).abs() < 0.05, "{m}");
         // degenerate inputs give the neutral scale 1
         assert_eq!(mean_pair_distance(&[1.0, 1.0, 1.0, 1.0], 2, 10, &mut rng), 1.0);
         assert_eq!(mean_pair_distance(&[1.0, 2.0], 2, 10, &mut rng), 1.0);

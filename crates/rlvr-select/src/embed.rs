@@ -179,4 +179,15 @@ mod tests {
         assert_ne!(other.embed("What"), other.embed("what"));
         Ok(())
     }
+
+    #[test]
+    fn embed_all_concatenates_rows() -> anyhow::Result<()> {
+        let e = HashedNgramEmbedder::new(EmbedParams::default().dim(16).check()?);
+        let all = e.embed_all(&["a b", "c d e"]);
+        assert_eq!(all.len(), 32);
+        assert_eq!(&all[..16], e.embed("a b").as_slice());
+        assert_eq!(&all[16..], e.embed("c d e").as_slice());
+        assert!(e.embed_all::<&str>(&[]).is_empty());
+        Ok(())
+    }
 }

@@ -158,3 +158,60 @@ fn outcome_and_candidate_helpers() -> Res {
     assert!(s.prefetched_for(4).is_none());
     Ok(())
 }
+
+/// MoPPS's discounted posterior update by hand, and its state's array lengths checked.
+#[test]
+fn mopps_discounted_update_and_state_lengths() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let mut m = Mopps::new(MoppsParams::default().prior(2.0, 3.0).decay(0.5).check()?, 2)?;
+    m.observe(0, &[Outcome::from_successes(0, 3, 4)], &mut rng)?;
+    let s = m.save_state()?;
+    // α = 0.5·2 + 0.5·2 + 3 = 5, β = 0.5·3 + 0.5·3 + (4 − 3) = 4; prompt 1 keeps its prior
+    assert_eq!((s["alpha"][0].as_f64(), s["beta"][0].as_f64()), (Some(5.0), Some(4.0)));
+    assert_eq!((s["alpha"][1].as_f64(), s["beta"][1].as_f64()), (Some(2.0), Some(3.0)));
+    for key in ["alpha", "beta", "n_sampled"] {
+        let mut bad = s.clone();
+        bad[key] = serde_json::json!([1]);
+        assert!(matches!(m.load_state(&bad), Err(SelectError::InvalidState(_))), "{key}");
+    }
+    assert_eq!(m.save_state()?, s);
+    Ok(())
+}
+
+/// GDRM's exponentiated-gradient weights by hand, and DRM reports no shortfall when the
+/// oracle answers every candidate.
+#[test]
+fn gdrm_weights_and_drm_shortfall() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let ids: Vec<ItemId> = vec![0, 1];
+    let mut g = Gdrm::new(GdrmParams { step_size: 1.0, ..GdrmParams::default() }.check()?)?;
+    // first observation with uniform weights: w_i = K·exp(ℓ_i)/Σ exp(ℓ_j), ℓ = [0, ln 3]
+    let with_risk = |id, r: f32| Outcome { risk: Some(r), ..Outcome::new(id, vec![0.0]) };
+    g.observe(0, &[with_risk(0, 0.0), with_risk(1, 3f32.ln())], &mut rng)?;
+    let w = g.select(1, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng)?.weights.unwrap_or_default();
+    assert_eq!(w.len(), 2);
+    assert!((w[0] - 0.5).abs() < 1e-6 && (w[1] - 1.5).abs() < 1e-6, "{w:?}");
+    let mut drm = Drm::new(DrmParams { group_size: 2, ..DrmParams::default() }.check()?)?;
+    let mut f = FnOracle::new(|id: ItemId, k: usize, _: &mut dyn rand::RngCore| Ok(vec![(id % 2) as f32; k]));
+    let s = drm.select(0, Candidates::new(&ids), 2, &mut f, &mut rng)?;
+    assert_eq!((s.ids.len(), s.shortfall), (2, None));
+    Ok(())
+}
+
+/// MoPPS's threshold acquisition prefers draws inside `[lo, hi]`: with sharp posteriors at
+/// about 0.01, 0.5 and 0.99, the middle prompt is chosen every time.
+#[test]
+fn mopps_threshold_prefers_the_band() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let acq = rlvr_select::MoppsAcquisition::Threshold { lo: 0.3, hi: 0.7 };
+    let mut m = Mopps::new(MoppsParams::default().acquisition(acq).check()?, 3)?;
+    for step in 0..10 {
+        let o = [Outcome::from_successes(0, 0, 8), Outcome::from_successes(1, 4, 8), Outcome::from_successes(2, 8, 8)];
+        m.observe(step, &o, &mut rng)?;
+    }
+    let ids: Vec<ItemId> = vec![0, 1, 2];
+    for step in 10..30 {
+        assert_eq!(m.select(step, Candidates::new(&ids), 1, &mut NoRollouts, &mut rng)?.ids, vec![1]);
+    }
+    Ok(())
+}

@@ -382,3 +382,60 @@ fn long_unobserved_runs_never_produce_subnormal_state() -> anyhow::Result<()> {
     }
     Ok(())
 }
+
+/// `predict`'s scalar is `0.5 μ(partial) + μ(solved)` of the class probabilities it reports.
+#[test]
+fn predict_mean_is_half_partial_plus_solved() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let mut dps = Dps::new(DpsParams::default().check()?, 4)?;
+    let ids: Vec<u64> = (0..4).collect();
+    let _ = dps.select(0, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng)?;
+    dps.observe(0, &[Outcome::from_successes(0, 8, 8), Outcome::from_successes(1, 3, 8)], &mut rng)?;
+    let preds = dps.predict(Candidates::new(&ids))?.ok_or_else(|| anyhow::anyhow!("DPS predicts"))?;
+    for p in &preds {
+        let mu = p.class_probs.ok_or_else(|| anyhow::anyhow!("class probabilities"))?;
+        assert!((p.mean - (0.5 * mu[1] + mu[2])).abs() < 1e-12, "{p:?}");
+        assert!(mu[2] > 0.05, "{mu:?}");
+    }
+    Ok(())
+}
+
+/// A state's beliefs must be non-negative; a transition column may hold zeros as long as its
+/// sum is positive.
+#[test]
+fn load_state_checks_signs_and_column_sums() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let mut dps = Dps::new(DpsParams::default().check()?, 3)?;
+    let ids: Vec<u64> = (0..3).collect();
+    let _ = dps.select(0, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng)?;
+    let before = dps.save_state()?;
+    let mut neg = before.clone();
+    neg["before"][0][0] = serde_json::json!(-0.5);
+    assert!(matches!(dps.load_state(&neg), Err(SelectError::InvalidState(_))));
+    assert_eq!(dps.save_state()?, before);
+    let mut zeros = before.clone();
+    zeros["alpha"][0][0] = serde_json::json!(0.0);
+    zeros["alpha"][3][0] = serde_json::json!(1.0);
+    zeros["alpha"][6][0] = serde_json::json!(0.0);
+    dps.load_state(&zeros)?;
+    assert_eq!(dps.save_state()?, zeros);
+    let mut empty = zeros.clone();
+    empty["alpha"][3][0] = serde_json::json!(0.0);
+    assert!(matches!(dps.load_state(&empty), Err(SelectError::InvalidState(_))));
+    Ok(())
+}
+
+/// Ties (fresh prompts have equal beliefs) are broken at random: over many calls every prompt
+/// is chosen first about equally often.
+#[test]
+fn ties_are_broken_uniformly() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let ids: Vec<u64> = (0..4).collect();
+    let mut hits = [0u32; 4];
+    for _ in 0..400 {
+        let mut dps = Dps::new(DpsParams::default().check()?, 4)?;
+        hits[dps.select(0, Candidates::new(&ids), 1, &mut NoRollouts, &mut rng)?.ids[0] as usize] += 1;
+    }
+    assert!(hits.iter().all(|&h| (60..=140).contains(&h)), "{hits:?}");
+    Ok(())
+}

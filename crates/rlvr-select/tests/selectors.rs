@@ -5,8 +5,8 @@ use proptest::prelude::*;
 use rl_core::Params;
 use rlvr_select::sim::{run, PromptPoolSim, RunConfig, SimParams};
 use rlvr_select::{
-    BudgetedOracle, CandidateSource, Candidates, Dps, DpsParams, DynamicSampling, EpochWindow, FilterParams,
-    HistoryResampling, HistoryResamplingParams, Mopps, MoppsAcquisition, MoppsParams, NoRollouts,
+    BudgetedOracle, CandidateSource, Candidates, Dps, DpsParams, DynamicSampling, EpochWindow, FilterParams, Gdrm,
+    GdrmParams, HistoryResampling, HistoryResamplingParams, Mopps, MoppsAcquisition, MoppsParams, NoRollouts,
     OnlineDifficultyFilter, Outcome, RolloutOracle, SelectError, Selector, Shortfall, Uniform,
 };
 
@@ -27,6 +27,7 @@ fn all_selectors(n: usize) -> anyhow::Result<Vec<Box<dyn Selector>>> {
         )?),
         Box::new(Dps::new(DpsParams::default().check()?, n)?),
         Box::new(Dps::new(DpsParams::default().entropy_weight(0.1).check()?, n)?),
+        Box::new(Gdrm::new(GdrmParams::default().check()?)?),
     ])
 }
 
@@ -244,4 +245,52 @@ proptest! {
             sel.observe(step, &outcomes, &mut rng).map_err(|e| TestCaseError::fail(e.to_string()))?;
         }
     }
+}
+
+/// An oracle whose prompt `id` always succeeds `id mod (k + 1)` times of `k`.
+struct Fixed {
+    spent: u64,
+}
+
+impl RolloutOracle for Fixed {
+    fn rollout(&mut self, ids: &[u64], k: usize, _rng: &mut dyn rand::RngCore) -> rlvr_select::Result<Vec<Outcome>> {
+        self.spent += (ids.len() * k) as u64;
+        Ok(ids.iter().map(|&id| Outcome::from_successes(id, id as usize % (k + 1), k)).collect())
+    }
+
+    fn rollouts_spent(&self) -> u64 {
+        self.spent
+    }
+}
+
+/// The filters' bands, open and closed, on known success rates (k = 4: ids 0..5 have
+/// p = 0, 1/4, 1/2, 3/4, 1), and the generation cap counted exactly.
+#[test]
+fn filter_bands_and_generation_cap_on_known_rates() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let ids: Vec<u64> = (0..5).collect();
+    let kept = |p: FilterParams, rng: &mut rl_core::seed::SeededRng| -> anyhow::Result<Vec<u64>> {
+        let mut f = OnlineDifficultyFilter::new(p.check()?)?;
+        let mut ids_kept = f.select(0, Candidates::new(&ids), 5, &mut Fixed { spent: 0 }, rng)?.ids;
+        ids_kept.sort_unstable();
+        Ok(ids_kept)
+    };
+    let base = FilterParams { group_size: 4, gen_batch: Some(5), max_gen_batches: 1, ..FilterParams::default() };
+    assert_eq!(kept(base.band(0.0, 0.5, true), &mut rng)?, vec![1]);
+    assert_eq!(kept(base.band(0.1, 0.9, true), &mut rng)?, vec![1, 2, 3]);
+    assert_eq!(kept(base.band(0.0, 1.0, true), &mut rng)?, vec![1, 2, 3]);
+    assert_eq!(kept(base.band(0.25, 0.75, false), &mut rng)?, vec![1, 2, 3]);
+    assert_eq!(kept(base.band(0.5, 1.0, false), &mut rng)?, vec![2, 3, 4]);
+    // never enough kept prompts: the cap stops after exactly `max_gen_batches` batches
+    let many: Vec<u64> = (0..50).map(|i| 5 * i + 4).collect(); // all p = 1
+    let mut ds = DynamicSampling::new(
+        FilterParams { group_size: 4, gen_batch: Some(5), max_gen_batches: 2, ..FilterParams::dynamic_sampling() }
+            .check()?,
+    )?;
+    let mut oracle = Fixed { spent: 0 };
+    let s = ds.select(0, Candidates::new(&many), 5, &mut oracle, &mut rng)?;
+    assert!(s.ids.is_empty());
+    assert_eq!(s.shortfall, Some(Shortfall::GenerationCap { batches: 2 }));
+    assert_eq!((s.selection_rollouts, oracle.spent), (2 * 5 * 4, 40));
+    Ok(())
 }

@@ -1,0 +1,312 @@
+//! Pieces the algorithms share: parameter setters, the actor–critic core of the TD3 family
+//! (deterministic actor, fused critic ensemble, their targets and optimisers), the cosine
+//! learning-rate schedule, checkpoint plumbing, and small tensor helpers.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rand::Rng;
+use rl_agents::{ActionBounds, AgentError, DeterministicActor, EnsembleCritic, TargetSync};
+use rl_core::{Params, Valid};
+use rl_nn::optim::{Adam, AdamParams};
+use rl_nn::{LoadMode, MlpConfig};
+use serde::{Deserialize, Serialize};
+use tch::nn::VarStore;
+use tch::{Device, Kind, Tensor};
+
+use crate::error::{OfflineError, Result};
+
+/// `rl_agents::Result`: the result type of [`rl_agents::Agent`] methods.
+pub(crate) type AResult<T> = std::result::Result<T, AgentError>;
+
+/// One `#[must_use]` setter per field.
+macro_rules! setters {
+    ($t:ty { $($field:ident : $ty:ty),* $(,)? }) => {
+        impl $t {
+            $(
+                #[doc = concat!("Sets `", stringify!($field), "`.")]
+                #[must_use]
+                pub fn $field(mut self, v: $ty) -> Self {
+                    self.$field = v;
+                    self
+                }
+            )*
+        }
+    };
+}
+pub(crate) use setters;
+
+/// Checks a network configuration (identity output; the algorithms add their own output
+/// transforms), naming it `name`.
+pub(crate) fn check_mlp(name: &str, cfg: &MlpConfig) -> Result<Valid<MlpConfig>> {
+    let v = cfg.clone().check().map_err(|e| OfflineError::from(e).prefixed(name))?;
+    if cfg.output_activation != rl_nn::Activation::Identity {
+        return Err(OfflineError::invalid(
+            format!("{name}.output_activation"),
+            format!("{:?}", cfg.output_activation),
+            "must be identity",
+        ));
+    }
+    Ok(v)
+}
+
+/// `torch.optim.Adam(lr)`.
+pub(crate) fn adam(lr: f64) -> Result<Valid<AdamParams>> {
+    Ok(AdamParams::default().lr(lr).check()?)
+}
+
+/// PyTorch's `CosineAnnealingLR(T_max, eta_min = 0)` after `t` scheduler steps, closed form:
+/// `lr_t = base · (1 + cos(π t / T_max)) / 2` (`T_max = 0`: constant `base`). Past `T_max` the
+/// cosine continues (PyTorch's schedule is periodic); the algorithms stop there at 0 instead.
+pub fn cosine_lr(base: f64, t: u64, t_max: u64) -> f64 {
+    if t_max == 0 {
+        return base;
+    }
+    let t = t.min(t_max) as f64;
+    base * (1.0 + (std::f64::consts::PI * t / t_max as f64).cos()) / 2.0
+}
+
+/// Deterministic actor + fused critic ensemble, both with Polyak targets and Adam: the core of
+/// TD3+BC, DMG and SCAS (and the shape of `sfujimoto/TD3_BC`, `thu-rllab/DMG`,
+/// `thu-rllab/SCAS`: `Linear-ReLU-Linear-ReLU-Linear` networks, PyTorch's default init).
+#[derive(Debug)]
+pub(crate) struct ActorCritic {
+    pub(crate) device: Device,
+    pub(crate) obs_dim: usize,
+    pub(crate) act_dim: usize,
+    pub(crate) actor_vs: VarStore,
+    pub(crate) actor: DeterministicActor,
+    pub(crate) actor_target_vs: VarStore,
+    pub(crate) actor_target: DeterministicActor,
+    pub(crate) actor_sync: TargetSync,
+    pub(crate) critic_vs: VarStore,
+    pub(crate) critic: EnsembleCritic,
+    pub(crate) critic_target_vs: VarStore,
+    pub(crate) critic_target: EnsembleCritic,
+    pub(crate) critic_sync: TargetSync,
+    pub(crate) actor_opt: Adam,
+    pub(crate) critic_opt: Adam,
+}
+
+/// What [`ActorCritic::new`] needs.
+pub(crate) struct ActorCriticSpec<'a> {
+    pub(crate) obs_dim: usize,
+    pub(crate) bounds: ActionBounds,
+    pub(crate) actor: &'a MlpConfig,
+    pub(crate) critic: &'a MlpConfig,
+    pub(crate) n_critics: usize,
+    pub(crate) actor_lr: f64,
+    pub(crate) critic_lr: f64,
+}
+
+impl ActorCritic {
+    /// Weights from `init` (actor, then critics); the targets start as copies.
+    pub(crate) fn new<R: Rng + ?Sized>(spec: ActorCriticSpec<'_>, device: Device, init: &mut R) -> Result<Self> {
+        let actor_cfg = check_mlp("actor", spec.actor)?;
+        let critic_cfg = check_mlp("critic", spec.critic)?;
+        let obs_dim = spec.obs_dim;
+        let act_dim = spec.bounds.dim();
+        // the targets' own draws are overwritten by the copy; a separate stream keeps `init` clean
+        let mut scratch = rl_core::rng_from_seed(init.random::<u64>());
+        let actor_vs = VarStore::new(device);
+        let actor = DeterministicActor::new(&actor_vs.root(), obs_dim, spec.bounds.clone(), &actor_cfg, init)?;
+        let critic_vs = VarStore::new(device);
+        let critic = EnsembleCritic::new(&critic_vs.root(), spec.n_critics, obs_dim, act_dim, &critic_cfg, init)?;
+        let mut actor_target_vs = VarStore::new(device);
+        let actor_target =
+            DeterministicActor::new(&actor_target_vs.root(), obs_dim, spec.bounds, &actor_cfg, &mut scratch)?;
+        let actor_sync = TargetSync::new(&mut actor_target_vs, &actor_vs)?;
+        let mut critic_target_vs = VarStore::new(device);
+        let critic_target =
+            EnsembleCritic::new(&critic_target_vs.root(), spec.n_critics, obs_dim, act_dim, &critic_cfg, &mut scratch)?;
+        let critic_sync = TargetSync::new(&mut critic_target_vs, &critic_vs)?;
+        let actor_opt = Adam::for_var_store(adam(spec.actor_lr)?, &actor_vs)?;
+        let critic_opt = Adam::for_var_store(adam(spec.critic_lr)?, &critic_vs)?;
+        Ok(Self {
+            device,
+            obs_dim,
+            act_dim,
+            actor_vs,
+            actor,
+            actor_target_vs,
+            actor_target,
+            actor_sync,
+            critic_vs,
+            critic,
+            critic_target_vs,
+            critic_target,
+            critic_sync,
+            actor_opt,
+            critic_opt,
+        })
+    }
+
+    /// TD3's smoothed target action `clip(μ'(s') + clip(ε, −c, c) · scale, low, high)` for a
+    /// standard normal draw `eps` scaled by `sigma` (no gradient).
+    pub(crate) fn target_action(&self, next_obs: &Tensor, eps: &Tensor, sigma: f64, clip: f64) -> AResult<Tensor> {
+        let noise = eps.f_mul_scalar(sigma)?.f_clamp(-clip, clip)?.f_mul(self.actor.bounds().scale())?;
+        self.actor.bounds().clamp(&self.actor_target.forward(next_obs)?.f_add(&noise)?)
+    }
+
+    /// Polyak update of both targets.
+    pub(crate) fn soft_update(&self, tau: f64) -> AResult<()> {
+        self.critic_sync.soft_update(tau)?;
+        self.actor_sync.soft_update(tau)
+    }
+
+    /// Exploration `clip(μ(s) + N(0, (σ · scale)²))` with noise from `rng`.
+    pub(crate) fn explore<R: Rng + ?Sized>(&self, obs: &Tensor, sigma: f64, rng: &mut R) -> AResult<Tensor> {
+        let b = obs.size()[0];
+        let eps = rl_nn::rand::normal(&[b, self.act_dim as i64], 0.0, sigma, (Kind::Float, self.device), rng)?;
+        tch::no_grad(|| {
+            let mu = self.actor.forward(obs)?;
+            self.actor.bounds().clamp(&mu.f_add(&eps.f_mul(self.actor.bounds().scale())?)?)
+        })
+    }
+
+    pub(crate) fn parts(&self) -> Parts<'_> {
+        Parts {
+            stores: vec![
+                ("actor", &self.actor_vs),
+                ("actor_target", &self.actor_target_vs),
+                ("critic", &self.critic_vs),
+                ("critic_target", &self.critic_target_vs),
+            ],
+            optims: vec![("actor", &self.actor_opt), ("critic", &self.critic_opt)],
+        }
+    }
+}
+
+/// `Σ_e mean_b (q_e − y)²` for critic values `q` `[E, B]` and targets `y` `[B]`.
+pub(crate) fn ensemble_mse(q: &Tensor, y: &Tensor) -> AResult<Tensor> {
+    Ok(q.f_sub(&y.f_unsqueeze(0)?)?.f_square()?.f_mean_dim(1, false, Kind::Float)?.f_sum(Kind::Float)?)
+}
+
+/// IQL's expectile loss `mean(|τ − 1[d < 0]| · d²)` of `d = target − prediction`.
+pub(crate) fn expectile_loss(diff: &Tensor, tau: f64) -> AResult<Tensor> {
+    let w = diff.f_lt(0.0)?.f_to_kind(Kind::Float)?.f_mul_scalar(1.0 - 2.0 * tau)?.f_add_scalar(tau)?;
+    Ok(w.f_mul(&diff.f_square()?)?.f_mean(Kind::Float)?)
+}
+
+/// The parts of an algorithm that hold tensors, each under a name prefix, for checkpoints.
+pub(crate) struct Parts<'a> {
+    pub(crate) stores: Vec<(&'a str, &'a VarStore)>,
+    pub(crate) optims: Vec<(&'a str, &'a Adam)>,
+}
+
+impl Parts<'_> {
+    pub(crate) fn collect(&self) -> AResult<Vec<(String, Tensor)>> {
+        let mut out = Vec::new();
+        for (prefix, vs) in &self.stores {
+            out.extend(rl_nn::checkpoint::var_store_tensors(vs, &format!("{prefix}.")));
+        }
+        for (prefix, opt) in &self.optims {
+            out.extend(opt.state_tensors(&format!("optim.{prefix}."))?);
+        }
+        Ok(out)
+    }
+
+    /// Checks that `file` holds exactly these tensors (names, shapes), copying nothing.
+    pub(crate) fn check(&self, file: &BTreeMap<String, Tensor>, path: &str) -> AResult<()> {
+        let mut known = std::collections::BTreeSet::new();
+        for (prefix, vs) in &self.stores {
+            let p = format!("{prefix}.");
+            rl_nn::checkpoint::check_map(vs, file, &p, LoadMode::Strict, path)?;
+            known.extend(rl_nn::checkpoint::var_store_tensors(vs, &p).into_iter().map(|(k, _)| k));
+        }
+        for (prefix, opt) in &self.optims {
+            let p = format!("optim.{prefix}.");
+            opt.check_state_tensors(file, &p, LoadMode::Strict, path)?;
+            known.extend(opt.state_tensors(&p)?.into_iter().map(|(k, _)| k));
+        }
+        let extra: Vec<String> = file.keys().filter(|k| !known.contains(*k)).cloned().collect();
+        if !extra.is_empty() {
+            return Err(rl_nn::RlNnError::UnexpectedTensors { path: path.into(), names: extra }.into());
+        }
+        Ok(())
+    }
+}
+
+/// Copies every store and optimiser state back (call [`Parts::check`] first).
+pub(crate) fn restore(
+    stores: &[(&str, &VarStore)],
+    optims: &mut [(&str, &mut Adam)],
+    file: &BTreeMap<String, Tensor>,
+    path: &str,
+) -> AResult<()> {
+    for (prefix, vs) in stores {
+        rl_nn::checkpoint::load_map(vs, file, &format!("{prefix}."), LoadMode::Strict, path)?;
+    }
+    for (prefix, opt) in optims.iter_mut() {
+        opt.load_state_tensors(file, &format!("optim.{prefix}."), LoadMode::Strict, path)?;
+    }
+    Ok(())
+}
+
+/// `AgentError::Corrupt` when a saved field differs from this object's.
+pub(crate) fn same<T: PartialEq + std::fmt::Debug>(path: &str, what: &str, saved: &T, ours: &T) -> AResult<()> {
+    if saved != ours {
+        return Err(AgentError::Corrupt {
+            path: path.into(),
+            reason: format!("{what} differs: checkpoint {saved:?}, this object {ours:?}"),
+        });
+    }
+    Ok(())
+}
+
+/// The widths and bounds every algorithm checkpoint records and checks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Shape {
+    pub(crate) obs_dim: usize,
+    pub(crate) act_dim: usize,
+    pub(crate) low: Vec<f32>,
+    pub(crate) high: Vec<f32>,
+}
+
+impl Shape {
+    pub(crate) fn of(obs_dim: usize, bounds: &ActionBounds) -> Self {
+        Self { obs_dim, act_dim: bounds.dim(), low: bounds.low().to_vec(), high: bounds.high().to_vec() }
+    }
+}
+
+/// Writes a checkpoint directory for an algorithm.
+pub(crate) fn save<S: Serialize>(dir: &Path, kind: &str, version: u32, state: &S, parts: &Parts<'_>) -> AResult<()> {
+    rl_nn::checkpoint::save_dir(dir, kind, version, state, &parts.collect()?)?;
+    Ok(())
+}
+
+/// A scalar tensor's value (a host round trip).
+pub(crate) fn scalar(t: &Tensor) -> AResult<f64> {
+    Ok(t.f_to_kind(Kind::Double)?.f_double_value(&[])?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hand_computed_losses() {
+        // d = [1, -2]: (0.7·1² + 0.3·2²) / 2 = 0.95
+        let d = Tensor::from_slice(&[1.0f32, -2.0]);
+        assert!((scalar(&expectile_loss(&d, 0.7).unwrap()).unwrap() - 0.95).abs() < 1e-6);
+        // τ = 0.5 is half the mean squared error
+        assert!((scalar(&expectile_loss(&d, 0.5).unwrap()).unwrap() - 1.25).abs() < 1e-6);
+        // two critics [[1, 2], [3, 5]] against y = [1, 1]: mean(0, 1) + mean(4, 16) = 0.5 + 10
+        let q = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 5.0]).view([2, 2]);
+        let y = Tensor::from_slice(&[1.0f32, 1.0]);
+        assert!((scalar(&ensemble_mse(&q, &y).unwrap()).unwrap() - 10.5).abs() < 1e-6);
+    }
+
+    #[test]
+    fn cosine_schedule_matches_pytorch() {
+        assert_eq!(cosine_lr(3e-4, 0, 100), 3e-4);
+        assert!((cosine_lr(3e-4, 50, 100) - 1.5e-4).abs() < 1e-12);
+        assert!(cosine_lr(3e-4, 100, 100).abs() < 1e-12);
+        assert!(cosine_lr(3e-4, 150, 100).abs() < 1e-12); // stays at 0 past T_max
+        assert_eq!(cosine_lr(3e-4, 7, 0), 3e-4);
+        // PyTorch: lr_t = eta_min + (base - eta_min)(1 + cos(pi t / T)) / 2
+        let t = 17.0f64;
+        assert!((cosine_lr(1.0, 17, 40) - (1.0 + (std::f64::consts::PI * t / 40.0).cos()) / 2.0).abs() < 1e-15);
+    }
+}

@@ -1,0 +1,356 @@
+//! TD3+BC (Fujimoto & Gu 2021, arXiv 2106.06860; `sfujimoto/TD3_BC`).
+
+use std::path::Path;
+
+use ndarray::{Array2, ArrayView2};
+use rl_agents::{ActionBounds, Agent, Batch, BatchPolicy, UpdateMetrics};
+use rl_core::{Params, SeededRng, Space, Valid};
+use rl_nn::MlpConfig;
+use serde::{Deserialize, Serialize};
+use tch::{Device, Kind, Tensor};
+
+use super::common::{self, setters, AResult, ActorCritic, ActorCriticSpec, Shape};
+use super::{obs_tensor, OfflineAlgorithm};
+use crate::error::{check, OfflineError, Result};
+
+/// Parameters of [`Td3Bc`]; defaults are the paper's and its code's (identical for every D4RL
+/// task).
+///
+/// | name | default | purpose | range | source |
+/// |---|---|---|---|---|
+/// | `actor`, `critic` | `[256, 256]` ReLU | networks | identity output | code |
+/// | `n_critics` | 2 | critics in the fused ensemble; targets use their minimum | `>= 1` | code (TD3) |
+/// | `gamma` | 0.99 | discount | `[0, 1]` | paper |
+/// | `tau` | 0.005 | target smoothing | `[0, 1]` | paper |
+/// | `actor_lr`, `critic_lr` | 3e-4 | Adam steps | `> 0` | paper |
+/// | `policy_noise` | 0.2 | target smoothing noise std, × action scale | `>= 0` | paper |
+/// | `noise_clip` | 0.5 | its clip, × action scale | `>= 0` | paper |
+/// | `policy_delay` | 2 | critic updates per actor and target update | `>= 1` | paper |
+/// | `alpha` | 2.5 | `λ = α / mean|Q|` weighs the Q term against behaviour cloning | `> 0` | paper |
+/// | `exploration_noise` | 0.1 | Gaussian exploration std for [`Agent::explore`] (fine-tuning), × action scale | `>= 0` | TD3 |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Td3BcParams {
+    /// Policy network.
+    pub actor: MlpConfig,
+    /// Each critic's network.
+    pub critic: MlpConfig,
+    /// Number of critics.
+    pub n_critics: usize,
+    /// Discount.
+    pub gamma: f64,
+    /// Polyak coefficient.
+    pub tau: f64,
+    /// Actor learning rate.
+    pub actor_lr: f64,
+    /// Critic learning rate.
+    pub critic_lr: f64,
+    /// Target smoothing noise.
+    pub policy_noise: f64,
+    /// Clip of the smoothing noise.
+    pub noise_clip: f64,
+    /// Critic updates per actor update.
+    pub policy_delay: usize,
+    /// Weight of the Q term.
+    pub alpha: f64,
+    /// Exploration noise.
+    pub exploration_noise: f64,
+}
+
+impl Default for Td3BcParams {
+    fn default() -> Self {
+        Self {
+            actor: MlpConfig::new([256, 256]),
+            critic: MlpConfig::new([256, 256]),
+            n_critics: 2,
+            gamma: 0.99,
+            tau: 0.005,
+            actor_lr: 3e-4,
+            critic_lr: 3e-4,
+            policy_noise: 0.2,
+            noise_clip: 0.5,
+            policy_delay: 2,
+            alpha: 2.5,
+            exploration_noise: 0.1,
+        }
+    }
+}
+
+setters!(Td3BcParams {
+    actor: MlpConfig,
+    critic: MlpConfig,
+    n_critics: usize,
+    gamma: f64,
+    tau: f64,
+    actor_lr: f64,
+    critic_lr: f64,
+    policy_noise: f64,
+    noise_clip: f64,
+    policy_delay: usize,
+    alpha: f64,
+    exploration_noise: f64,
+});
+
+impl Td3BcParams {
+    /// Sets the hidden widths of actor and critic.
+    #[must_use]
+    pub fn hidden(mut self, hidden: impl Into<Vec<i64>> + Clone) -> Self {
+        self.actor.hidden = hidden.clone().into();
+        self.critic.hidden = hidden.into();
+        self
+    }
+}
+
+impl Params for Td3BcParams {
+    type Error = OfflineError;
+    fn validate(&self) -> Result<()> {
+        common::check_mlp("actor", &self.actor)?;
+        common::check_mlp("critic", &self.critic)?;
+        check::at_least("n_critics", self.n_critics, 1)?;
+        check::unit_closed("gamma", self.gamma)?;
+        check::unit_closed("tau", self.tau)?;
+        check::positive("actor_lr", self.actor_lr)?;
+        check::positive("critic_lr", self.critic_lr)?;
+        check::non_negative("policy_noise", self.policy_noise)?;
+        check::non_negative("noise_clip", self.noise_clip)?;
+        check::at_least("policy_delay", self.policy_delay, 1)?;
+        check::positive("alpha", self.alpha)?;
+        check::non_negative("exploration_noise", self.exploration_noise)?;
+        Ok(())
+    }
+}
+
+/// TD3+BC: TD3 with a behaviour-cloning term in the actor loss.
+///
+/// ```text
+/// critic (every update), all critics in one batched forward:
+///   a' = clip( μ'(s') + clip(σε, −c, c) · scale, low, high )
+///   y  = r + γ (1 − d) min_e Q'_e(s', a')
+///   L(Q) = Σ_e mean_b (Q_e(s, a) − y)²
+/// actor and targets (every `policy_delay` updates):
+///   λ = α / mean_b |Q_1(s, μ(s))|                       (no gradient through λ)
+///   L(μ) = −λ mean_b Q_1(s, μ(s)) + mean_{b,j} (μ(s) − a)²
+///   θ' ← τ θ + (1 − τ) θ'   (actor and critics)
+/// ```
+///
+/// ```
+/// use offline_rl::algo::{Td3Bc, Td3BcParams};
+/// use rl_agents::Agent;
+/// use rl_core::{Params, Space};
+/// let mut algo = Td3Bc::new(Td3BcParams::default().hidden([32]).check()?, &Space::symmetric(3, 1.0)?,
+///                           &Space::symmetric(1, 2.0)?, tch::Device::Cpu, 0)?;
+/// let a = algo.explore(ndarray::Array2::zeros((4, 3)).view())?;
+/// assert_eq!(a.dim(), (4, 1));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct Td3Bc {
+    params: Valid<Td3BcParams>,
+    nets: ActorCritic,
+    rng: SeededRng,
+    updates: u64,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct State {
+    params: Td3BcParams,
+    shape: Shape,
+    updates: u64,
+    rng: SeededRng,
+}
+
+const KIND: &str = "offline_rl.td3bc";
+const FORMAT: u32 = 1;
+
+impl Td3Bc {
+    /// TD3+BC for observations of `obs_space` and actions in the bounded box `action_space`,
+    /// on `device`; weights and noise from `seed`.
+    ///
+    /// # Errors
+    /// [`OfflineError::Agent`] for an unbounded or discrete action space, device errors.
+    pub fn new(
+        params: Valid<Td3BcParams>,
+        obs_space: &Space,
+        action_space: &Space,
+        device: Device,
+        seed: u64,
+    ) -> Result<Self> {
+        rl_nn::check::available(device)?;
+        let bounds = ActionBounds::from_space(action_space, device)?;
+        let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3bc-init"));
+        let nets = ActorCritic::new(
+            ActorCriticSpec {
+                obs_dim: obs_space.dim(),
+                bounds,
+                actor: &params.actor,
+                critic: &params.critic,
+                n_critics: params.n_critics,
+                actor_lr: params.actor_lr,
+                critic_lr: params.critic_lr,
+            },
+            device,
+            &mut init,
+        )?;
+        Ok(Self {
+            params,
+            nets,
+            rng: rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3bc-noise")),
+            updates: 0,
+        })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &Td3BcParams {
+        &self.params
+    }
+
+    /// The policy network.
+    pub fn actor(&self) -> &rl_agents::DeterministicActor {
+        &self.nets.actor
+    }
+
+    /// The critic ensemble.
+    pub fn critic(&self) -> &rl_agents::EnsembleCritic {
+        &self.nets.critic
+    }
+
+    /// The actor loss of a batch (no update), for tests and diagnostics: `(loss, λ)`.
+    ///
+    /// # Errors
+    /// Shape and libtorch failures.
+    pub fn actor_loss(&self, batch: &Batch) -> AResult<(Tensor, Tensor)> {
+        let pi = self.nets.actor.forward(batch.obs())?;
+        let q = self.nets.critic.forward_member_frozen(batch.obs(), &pi, 0)?;
+        let lambda = q.f_abs()?.f_mean(Kind::Float)?.f_detach()?.f_reciprocal()?.f_mul_scalar(self.params.alpha)?;
+        let bc = pi.f_sub(batch.action())?.f_square()?.f_mean(Kind::Float)?;
+        let loss = q.f_mean(Kind::Float)?.f_mul(&lambda)?.f_neg()?.f_add(&bc)?;
+        Ok((loss, lambda))
+    }
+}
+
+impl Agent for Td3Bc {
+    fn name(&self) -> &'static str {
+        "td3bc"
+    }
+
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        let n = &self.nets;
+        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
+        let p = self.params.get().clone();
+        let mut m = UpdateMetrics::new();
+        let eps = rl_nn::rand::standard_normal(
+            &[batch.len() as i64, n.act_dim as i64],
+            (Kind::Float, n.device),
+            &mut self.rng,
+        )?;
+        let y = tch::no_grad(|| -> AResult<Tensor> {
+            let a_next = n.target_action(batch.next_obs(), &eps, p.policy_noise, p.noise_clip)?;
+            let q_next = n.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
+            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&q_next)?)?)
+        })?;
+        let q = n.critic.forward(batch.obs(), batch.action())?;
+        let critic_loss = common::ensemble_mse(&q, &y)?;
+        self.nets.critic_opt.backward_step(&critic_loss)?;
+        m.push("loss/critic", &critic_loss)?;
+        m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
+        self.updates += 1;
+        if self.updates % p.policy_delay as u64 == 0 {
+            let (actor_loss, lambda) = self.actor_loss(batch)?;
+            self.nets.actor_opt.backward_step(&actor_loss)?;
+            self.nets.soft_update(p.tau)?;
+            m.push("loss/actor", &actor_loss)?;
+            m.push("train/lambda", &lambda)?;
+        }
+        Ok(m)
+    }
+
+    fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
+        let x = obs_tensor(obs, self.nets.obs_dim, self.nets.device)?;
+        let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
+        Ok(rl_nn::convert::tensor_to_array2(&a)?)
+    }
+
+    fn policy(&self) -> &dyn BatchPolicy {
+        &self.nets.actor
+    }
+
+    fn device(&self) -> Device {
+        self.nets.device
+    }
+
+    fn updates(&self) -> u64 {
+        self.updates
+    }
+
+    fn save(&self, dir: &Path) -> AResult<()> {
+        let state = State {
+            params: self.params.get().clone(),
+            shape: Shape::of(self.nets.obs_dim, self.nets.actor.bounds()),
+            updates: self.updates,
+            rng: self.rng.clone(),
+        };
+        common::save(dir, KIND, FORMAT, &state, &self.nets.parts())
+    }
+
+    fn load(&mut self, dir: &Path) -> AResult<()> {
+        let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
+        common::same(&ck.path, "params", &ck.state.params, self.params.get())?;
+        common::same(&ck.path, "shape", &ck.state.shape, &Shape::of(self.nets.obs_dim, self.nets.actor.bounds()))?;
+        self.nets.parts().check(&ck.tensors, &ck.path)?;
+        let n = &mut self.nets;
+        common::restore(
+            &[
+                ("actor", &n.actor_vs),
+                ("actor_target", &n.actor_target_vs),
+                ("critic", &n.critic_vs),
+                ("critic_target", &n.critic_target_vs),
+            ],
+            &mut [("actor", &mut n.actor_opt), ("critic", &mut n.critic_opt)],
+            &ck.tensors,
+            &ck.path,
+        )?;
+        self.updates = ck.state.updates;
+        self.rng = ck.state.rng;
+        Ok(())
+    }
+}
+
+impl OfflineAlgorithm for Td3Bc {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rl_core::Params;
+
+    #[test]
+    fn actor_loss_matches_hand_computation() {
+        let p = Td3BcParams::default().hidden([8]).check().unwrap();
+        let algo =
+            Td3Bc::new(p, &Space::symmetric(2, 1.0).unwrap(), &Space::symmetric(1, 1.0).unwrap(), Device::Cpu, 0)
+                .unwrap();
+        let obs = Tensor::from_slice(&[0.1f32, -0.4, 0.7, 0.2, -1.0, 0.5]).view([3, 2]);
+        let act = Tensor::from_slice(&[0.3f32, -0.9, 0.0]).view([3, 1]);
+        let b = Batch::from_tensors(
+            obs.shallow_clone(),
+            act,
+            Tensor::zeros([3], (Kind::Float, Device::Cpu)),
+            obs,
+            Tensor::zeros([3], (Kind::Float, Device::Cpu)),
+            None,
+        )
+        .unwrap();
+        let (loss, lambda) = algo.actor_loss(&b).unwrap();
+        let pi: Vec<f32> = Vec::try_from(&algo.actor().forward(b.obs()).unwrap().view([-1])).unwrap();
+        let q: Vec<f32> =
+            Vec::try_from(&algo.critic().forward(b.obs(), &algo.actor().forward(b.obs()).unwrap()).unwrap().get(0))
+                .unwrap();
+        let a = [0.3f32, -0.9, 0.0];
+        let mean_abs = q.iter().map(|x| f64::from(x.abs())).sum::<f64>() / 3.0;
+        let l = 2.5 / mean_abs;
+        let want = -l * q.iter().map(|x| f64::from(*x)).sum::<f64>() / 3.0
+            + (0..3).map(|i| f64::from(pi[i] - a[i]).powi(2)).sum::<f64>() / 3.0;
+        assert!((common::scalar(&loss).unwrap() - want).abs() < 1e-5);
+        assert!((common::scalar(&lambda).unwrap() - l).abs() < 1e-4);
+    }
+}
