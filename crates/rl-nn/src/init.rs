@@ -644,6 +644,19 @@ mod tests {
     }
 
     #[test]
+    fn buffers_are_saved_but_not_trained() -> Result<()> {
+        let vs = VarStore::new(Device::Cpu);
+        let mut rng = rl_core::rng_from_seed(0);
+        let b = buffer(&vs.root().sub("stats"), "mean", &[2, 3], Init::Constant { value: 1.5 }, &mut rng)?;
+        assert_eq!(b.size(), vec![2, 3]);
+        assert!(!b.requires_grad());
+        assert_eq!(Vec::<f32>::try_from(b.flatten(0, -1))?, vec![1.5f32; 6]);
+        assert!(vs.variables().contains_key("stats.mean"));
+        assert!(vs.trainable_variables().is_empty());
+        Ok(())
+    }
+
+    #[test]
     fn distributions_have_their_moments_and_bounds() {
         let mut rng = rl_core::rng_from_seed(3);
         let v = values(Init::TorchLinear, &[200, 100], None, &mut rng).unwrap();

@@ -499,6 +499,21 @@ mod tests {
     const CPU: (Kind, Device) = (Kind::Float, Device::Cpu);
 
     #[test]
+    fn only_the_names_an_mlp_creates_must_be_free() {
+        // the output layer (2) has no layer norm, so a variable at `2.ln.weight` does not clash
+        let vs = VarStore::new(Device::Cpu);
+        let mut rng = rl_core::rng_from_seed(0);
+        let _ = vs.root().sub("2").sub("ln").zeros("weight", &[1]);
+        let cfg = MlpConfig::new([8, 8]).layer_norm(true).check().unwrap();
+        assert!(Mlp::new(&vs.root(), 3, 2, &cfg, &mut rng).is_ok());
+        // but one at `1.ln.weight` does, and nothing is added
+        let vs = VarStore::new(Device::Cpu);
+        let _ = vs.root().sub("1").sub("ln").zeros("weight", &[1]);
+        assert!(matches!(Mlp::new(&vs.root(), 3, 2, &cfg, &mut rng), Err(RlNnError::InvalidName { .. })));
+        assert_eq!(vs.variables().len(), 1);
+    }
+
+    #[test]
     fn mlp_shapes_names_and_checked_input() {
         let vs = VarStore::new(Device::Cpu);
         let mut rng = rl_core::rng_from_seed(0);
