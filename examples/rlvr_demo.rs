@@ -624,6 +624,30 @@ fn write_report(a: &Args, base: &RunConfig, results: &[(&str, Vec<RunSummary>)])
         "\n![held-out pass@1 vs rollouts]({})\n",
         plot.file_name().and_then(|f| f.to_str()).unwrap_or("rlvr-demo.svg")
     )?;
+    // Held-out pass@1 per level (mean over seeds), before and after: whether a level saturates.
+    let levels: std::collections::BTreeSet<&String> =
+        results.iter().flat_map(|(_, runs)| runs.iter().flat_map(|r| r.last.pass_at_1_by_level.keys())).collect();
+    if levels.len() > 1 {
+        let head: Vec<String> = levels.iter().map(|l| format!("{l}: before → after")).collect();
+        writeln!(md, "Held-out pass@1 per level (mean over seeds):\n")?;
+        writeln!(md, "| method | {} |", head.join(" | "))?;
+        writeln!(md, "|---|{}", "---|".repeat(levels.len()))?;
+        for (name, runs) in results {
+            let cells: Vec<String> = levels
+                .iter()
+                .map(|l| {
+                    let at = |p: &frugal_rl::rlvr_train::EvalReport| {
+                        p.pass_at_1_by_level.get(*l).copied().unwrap_or(f64::NAN)
+                    };
+                    let (b, _) = mean_std(&runs.iter().map(|r| at(&r.initial)).collect::<Vec<_>>());
+                    let (e, _) = mean_std(&runs.iter().map(|r| at(&r.last)).collect::<Vec<_>>());
+                    format!("{b:.3} → {e:.3}")
+                })
+                .collect();
+            writeln!(md, "| {name} | {} |", cells.join(" | "))?;
+        }
+        writeln!(md)?;
+    }
     writeln!(md, "Per-seed runs:\n")?;
     let rows: Vec<(String, &RunSummary)> = results
         .iter()

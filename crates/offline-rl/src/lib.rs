@@ -8,6 +8,15 @@
 //!   format, with typed validation errors and a [`LoadReport`] that accounts for every row;
 //!   [`StateNorm`] (mean/std, eps 1e-3) and [`RewardTransform`]s.
 //! - [`score`]: D4RL normalised scores with the published reference returns.
+//! - [`algo`]: TD3+BC, IQL, DMG, SCAS and behaviour cloning behind
+//!   [`algo::OfflineAlgorithm`] (on `rl_agents::Agent`), configured by
+//!   [`algo::AlgorithmParams`] whose defaults are the papers' per-family values.
+//! - [`train`]: [`train::OfflineData`] (normalised dataset in a replay buffer) and
+//!   [`train::Trainer`] (the evaluation protocol, JSONL logs, checkpoints with exact resume).
+//! - [`finetune`]: offline-to-online fine-tuning (DMG's schedule); [`robust`]: evaluation under
+//!   observation/action perturbations.
+//! - [`generate`]: D4RL-style datasets from our own SAC and maze2d data from D4RL's waypoint
+//!   controller; [`tasks`]: the evaluation environments by name.
 //!
 //! Guide: `docs/offline-rl.md`.
 #![deny(missing_docs)]

@@ -96,7 +96,7 @@ impl LmConfig {
         n_heads: i64,
         /// Sets `d_ff`.
         d_ff: i64,
-        /// Sets `dropout` (only 0 passes [`check`](Self::check)).
+        /// Sets `dropout` (only 0 passes [`check`](rl_core::Params::check)).
         dropout: f64,
         /// Sets `tie_embeddings`.
         tie_embeddings: bool,

@@ -392,7 +392,7 @@ impl PromptPool {
     /// ```
     ///
     /// # Errors
-    /// [`Params::validate`](rl_core::Params::validate) errors; [`TaskError::NotEnoughPrompts`] when the pools together
+    /// [`Params::validate`] errors; [`TaskError::NotEnoughPrompts`] when the pools together
     /// ask a level for more prompts than it can produce; [`TaskError::LevelExhausted`] when
     /// `max_draws` draws in a row repeat taken problems (ask for fewer than the level's
     /// [`distinct_prompts`](PoolParams::distinct_prompts)); [`TaskError::GenerationFailed`]
