@@ -74,60 +74,59 @@ fn main() -> Result<()> {
     let data = TrajectoryDataset::load(&args.data)?;
     let mut sink = JsonlSink::create(args.out.join("loss.jsonl"))?;
     let mut curve = Vec::new();
-    let (name, make, trained): (&str, Box<dyn Fn() -> aigb::Result<Box<dyn Bidder>> + Sync>, String) =
-        match args.algo.as_str() {
-            "bc" => {
-                let mut bc = BcTrainer::new(BcParams::default().cpa_relative(!args.absolute).check()?, &data)?;
-                let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(args.steps as u64) };
-                bar.set_style(ProgressStyle::with_template("BC {bar:40} {pos}/{len} steps {msg} {elapsed}")?);
-                let mut avg = 0.0;
-                bc.train(args.steps, &mut |step, loss| {
-                    avg += loss;
-                    if step % 100 == 0 {
-                        let m = avg / 100.0;
-                        avg = 0.0;
-                        curve.push((step as f64, m));
-                        let _ = sink.log(step, &Metrics::new().with("loss/bc", m));
-                        bar.set_message(format!("loss {m:.4}"));
-                    }
-                    bar.inc(1);
-                })?;
-                bar.finish_and_clear();
-                let policy = Arc::new(bc.policy("BC")?);
-                std::fs::write(args.out.join("policy.json"), serde_json::to_string(&*policy)?)?;
-                let trained = format!("{} examples, final MSE {:.4}", bc.len(), bc.mse()?);
-                let make =
-                    move || -> aigb::Result<Box<dyn Bidder>> { Ok(Box::new(PolicyBidder::new(Arc::clone(&policy))?)) };
-                ("BC", Box::new(make), trained)
-            }
-            "iql" => {
-                let p = IqlBidderParams::default()
-                    .steps(args.steps as u64)
-                    .cpa_relative(!args.absolute)
-                    .progress(!args.quiet)
-                    .check()?;
-                let mut iql = IqlTrainer::new(p, &data)?;
-                let mut mem = rl_core::MemorySink::default();
-                let summary = iql.train(&mut mem)?;
-                for (step, m) in &mem.records {
-                    sink.log(*step, m)?;
+    type Make = Box<dyn Fn() -> aigb::Result<Box<dyn Bidder>> + Sync>;
+    let (name, make, trained): (&str, Make, String) = match args.algo.as_str() {
+        "bc" => {
+            let mut bc = BcTrainer::new(BcParams::default().cpa_relative(!args.absolute).check()?, &data)?;
+            let bar = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(args.steps as u64) };
+            bar.set_style(ProgressStyle::with_template("BC {bar:40} {pos}/{len} steps {msg} {elapsed}")?);
+            let mut avg = 0.0;
+            bc.train(args.steps, &mut |step, loss| {
+                avg += loss;
+                if step % 100 == 0 {
+                    let m = avg / 100.0;
+                    avg = 0.0;
+                    curve.push((step as f64, m));
+                    let _ = sink.log(step, &Metrics::new().with("loss/bc", m));
+                    bar.set_message(format!("loss {m:.4}"));
                 }
-                curve = mem.series("loss/critic").into_iter().map(|(s, v)| (s as f64, v)).collect();
-                iql.save(&args.out.join("checkpoint"))?;
-                let trained = format!(
-                    "{} transitions, {} updates ({:.0}/s), final critic loss {:.4}",
-                    iql.len(),
-                    summary.steps,
-                    summary.updates_per_second,
-                    curve.last().map_or(f64::NAN, |c| c.1)
-                );
-                let policy = Arc::new(iql.into_policy("IQL"));
-                let make =
-                    move || -> aigb::Result<Box<dyn Bidder>> { Ok(Box::new(IqlBidder::new(Arc::clone(&policy)))) };
-                ("IQL", Box::new(make), trained)
+                bar.inc(1);
+            })?;
+            bar.finish_and_clear();
+            let policy = Arc::new(bc.policy("BC")?);
+            std::fs::write(args.out.join("policy.json"), serde_json::to_string(&*policy)?)?;
+            let trained = format!("{} examples, final MSE {:.4}", bc.len(), bc.mse()?);
+            let make =
+                move || -> aigb::Result<Box<dyn Bidder>> { Ok(Box::new(PolicyBidder::new(Arc::clone(&policy))?)) };
+            ("BC", Box::new(make), trained)
+        }
+        "iql" => {
+            let p = IqlBidderParams::default()
+                .steps(args.steps as u64)
+                .cpa_relative(!args.absolute)
+                .progress(!args.quiet)
+                .check()?;
+            let mut iql = IqlTrainer::new(p, &data)?;
+            let mut mem = rl_core::MemorySink::default();
+            let summary = iql.train(&mut mem)?;
+            for (step, m) in &mem.records {
+                sink.log(*step, m)?;
             }
-            other => anyhow::bail!("unknown --algo `{other}` (bc or iql)"),
-        };
+            curve = mem.series("loss/critic").into_iter().map(|(s, v)| (s as f64, v)).collect();
+            iql.save(&args.out.join("checkpoint"))?;
+            let trained = format!(
+                "{} transitions, {} updates ({:.0}/s), final critic loss {:.4}",
+                iql.len(),
+                summary.steps,
+                summary.updates_per_second,
+                curve.last().map_or(f64::NAN, |c| c.1)
+            );
+            let policy = Arc::new(iql.into_policy("IQL"));
+            let make = move || -> aigb::Result<Box<dyn Bidder>> { Ok(Box::new(IqlBidder::new(Arc::clone(&policy)))) };
+            ("IQL", Box::new(make), trained)
+        }
+        other => anyhow::bail!("unknown --algo `{other}` (bc or iql)"),
+    };
     sink.flush()?;
     let svg = args.out.join("loss.svg");
     {
