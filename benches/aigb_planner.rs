@@ -7,14 +7,23 @@
 //!
 //! ```text
 //! cargo bench --bench aigb_planner --features aigb-tch
+//! cargo bench --bench aigb_planner --features aigb-tch -- dim32     # only the dim-32 cases
 //! ```
+//!
+//! Sizes of the measurement, so that the whole bench finishes in minutes: the single-plan cases
+//! use flat sampling (the same iterations per sample), criterion's minimum of 10 samples and a
+//! 10 s measurement target (at least 10 plans); a period case is 48 plans (a minute at
+//! dim 128 on a loaded 2-core machine), so the `aigb_planner_period` group uses flat sampling
+//! (one iteration per sample), 10 samples (criterion's minimum), a 1 s warm-up (at least one
+//! period) and a 1 s measurement target: 11 periods per case, whatever their length (criterion
+//! warns that the target is too short; that is intended).
 
 use std::time::Duration;
 
 use aigb::diffusion::UnetParams;
 use aigb::planner::{DiffusionPlanner, PlannerParams, PlannerTrainer};
 use aigb::{auctionnet_advertisers, generate_dataset, DataGenParams, OnlineLpParams, SimParams, Simulator};
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::{criterion_group, criterion_main, Criterion, SamplingMode};
 use rl_core::Params;
 
 fn bench(c: &mut Criterion) {
@@ -25,15 +34,26 @@ fn bench(c: &mut Criterion) {
     let gen = DataGenParams::default().online_lp(OnlineLpParams::default().budget_scale(scale)).check().unwrap();
     let data = generate_dataset(&sim, &[0], &gen, &|_| {}).unwrap();
     let observed: Vec<[f32; 16]> = data.trajectories[0].steps.iter().map(|s| s.state).collect();
-    let mut g = c.benchmark_group("aigb_planner");
-    g.sample_size(10).measurement_time(Duration::from_secs(10));
+    let mut planners = Vec::new();
     for dim in [128i64, 32] {
         let p = PlannerParams::default().unet(UnetParams::default().dim(dim)).batch_size(8).check().unwrap();
         let mut tr = PlannerTrainer::new(p, &data).unwrap();
         tr.train(1, &mut |_, _| {}).unwrap();
-        let planner = DiffusionPlanner::from_snapshot(&tr.planner().snapshot("bench").unwrap()).unwrap();
-        let mut rng = rl_core::rng_from_seed(0);
+        planners.push((dim, DiffusionPlanner::from_snapshot(&tr.planner().snapshot("bench").unwrap()).unwrap()));
+    }
+    let mut rng = rl_core::rng_from_seed(0);
+    let mut g = c.benchmark_group("aigb_planner");
+    g.sampling_mode(SamplingMode::Flat).sample_size(10).measurement_time(Duration::from_secs(10));
+    for (dim, planner) in &planners {
         g.bench_function(format!("plan_k10_dim{dim}"), |b| b.iter(|| planner.plan(&observed[..1], &mut rng).unwrap()));
+    }
+    g.finish();
+    let mut g = c.benchmark_group("aigb_planner_period");
+    g.sampling_mode(SamplingMode::Flat)
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(1));
+    for (dim, planner) in &planners {
         g.bench_function(format!("period_48_plans_k10_dim{dim}"), |b| {
             b.iter(|| {
                 for t in 1..=observed.len() {
