@@ -34,6 +34,7 @@ pub(crate) enum Flat<'a> {
 
 impl Flat<'_> {
     /// Whether the elements are the tensor's own buffer.
+    #[cfg(test)]
     pub(crate) fn in_place(&self) -> bool {
         matches!(self, Flat::Borrowed(_))
     }
@@ -375,5 +376,63 @@ impl LossConfig {
             }
         }
         Ok(LossOutput { loss, metrics })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(x: &Tensor) -> Vec<f32> {
+        Vec::<f32>::try_from(x.to_kind(Kind::Float).contiguous().view([-1])).unwrap()
+    }
+
+    #[test]
+    fn flat_borrows_contiguous_f32_and_copies_the_rest() {
+        let base = Tensor::arange(24, (Kind::Float, Device::Cpu)).view([4, 6]);
+        // contiguous: the tensor's own buffer
+        let f = flat(&base).unwrap();
+        assert!(f.in_place());
+        assert_eq!(f.as_ptr().cast::<std::ffi::c_void>(), base.data_ptr().cast_const());
+        assert_eq!(&f[..], &values(&base)[..]);
+        // contiguous at a storage offset (rows 1..3): borrowed from the offset
+        let rows = base.narrow(0, 1, 2);
+        let f = flat(&rows).unwrap();
+        assert!(f.in_place());
+        assert_eq!(&f[..], &values(&rows)[..]);
+        assert_eq!(f[0], 6.0);
+        // strided (a transpose, a column slice): copied in row-major order
+        for v in [base.transpose(0, 1), base.narrow(1, 2, 3)] {
+            assert!(!v.is_contiguous());
+            let f = flat(&v).unwrap();
+            assert!(!f.in_place());
+            assert_eq!(&f[..], &values(&v)[..]);
+        }
+        // bool and f64: converted copies
+        let mask = base.gt(10.0);
+        let f = flat(&mask).unwrap();
+        assert!(!f.in_place());
+        assert_eq!(&f[..], &values(&mask)[..]);
+        let dbl = base.to_kind(Kind::Double);
+        let f = flat(&dbl).unwrap();
+        assert!(!f.in_place());
+        assert_eq!(&f[..], &values(&base)[..]);
+        // empty
+        assert!(flat(&Tensor::zeros([0, 3], (Kind::Float, Device::Cpu))).unwrap().is_empty());
+    }
+
+    #[test]
+    fn out_slice_writes_into_the_tensor_and_refuses_other_layouts() {
+        let mut g = Tensor::empty([3, 5], (Kind::Float, Device::Cpu));
+        for (i, v) in out_slice(&mut g).unwrap().iter_mut().enumerate() {
+            *v = i as f32;
+        }
+        assert_eq!(values(&g), (0..15).map(|i| i as f32).collect::<Vec<_>>());
+        let mut e = Tensor::empty([0, 5], (Kind::Float, Device::Cpu));
+        assert!(out_slice(&mut e).unwrap().is_empty());
+        let mut d = Tensor::empty([2, 2], (Kind::Double, Device::Cpu));
+        assert!(matches!(out_slice(&mut d), Err(RlvrCoreError::Kind { .. })));
+        let mut t = Tensor::empty([2, 3], (Kind::Float, Device::Cpu)).transpose(0, 1);
+        assert!(matches!(out_slice(&mut t), Err(RlvrCoreError::Kind { .. })));
     }
 }
