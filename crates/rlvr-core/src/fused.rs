@@ -62,7 +62,8 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
 #[inline(always)]
 pub(crate) fn sum_f32(x: &[f32]) -> f64 {
     let mut acc = [0f64; 8];
-    let (chunks, rem) = x.as_chunks::<8>();
+    let chunks = x.chunks_exact(8);
+    let rem = chunks.remainder();
     for c in chunks {
         for j in 0..8 {
             acc[j] += f64::from(c[j]);
@@ -75,10 +76,10 @@ pub(crate) fn sum_f32(x: &[f32]) -> f64 {
 #[inline(always)]
 pub(crate) fn dot_f32(a: &[f32], b: &[f32]) -> f64 {
     let n = a.len().min(b.len());
-    let (ca, ra) = a[..n].as_chunks::<8>();
-    let (cb, rb) = b[..n].as_chunks::<8>();
+    let (ca, cb) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
     let mut acc = [0f64; 8];
-    for (x, y) in ca.iter().zip(cb) {
+    for (x, y) in ca.zip(cb) {
         for j in 0..8 {
             acc[j] += f64::from(x[j]) * f64::from(y[j]);
         }
@@ -245,7 +246,8 @@ fn b2f(x: bool) -> f32 {
 #[inline(always)]
 fn all_finite(x: &[f32]) -> bool {
     let mut acc = [0f32; 8];
-    let (chunks, rem) = x.as_chunks::<8>();
+    let chunks = x.chunks_exact(8);
+    let rem = chunks.remainder();
     for c in chunks {
         for j in 0..8 {
             acc[j] += c[j] * 0.0;
@@ -899,11 +901,10 @@ fn prepass_loop<const MODE: u8>(lp: &[f32], old: &[f32], m: &[f32]) -> (bool, f6
     // three short loops over the (L1-resident) block: each vectorises on its own, one loop
     // with three accumulators of two widths does not
     let ok = all_finite(lp) & all_finite(old) & all_finite(m);
-    let (lc, lr) = lp.as_chunks::<8>();
-    let (oc, or) = old.as_chunks::<8>();
-    let (mc, mr) = m.as_chunks::<8>();
+    let (lc, oc, mc) = (lp.chunks_exact(8), old.chunks_exact(8), m.chunks_exact(8));
+    let (lr, or, mr) = (lc.remainder(), oc.remainder(), mc.remainder());
     let mut kl = [0f64; 8];
-    for ((l, o), mm) in lc.iter().zip(oc).zip(mc) {
+    for ((l, o), mm) in lc.zip(oc).zip(mc) {
         for j in 0..8 {
             let d = o[j] - l[j];
             let d = match MODE {
