@@ -6,6 +6,10 @@
 //! cargo bench --bench lare --features lare
 //! ```
 //! Results and the machine: `docs/benchmarks.md` (section lare).
+//!
+//! libtorch runs on one intra-op thread, as the `lare_compare`/`lare_mpe` examples do by default
+//! (`--threads 1`): these networks are too small to gain from more, and on a loaded machine a
+//! second thread made every forward pass wait for a descheduled worker (milliseconds).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use lare::{
@@ -40,6 +44,7 @@ fn buffer(dim: usize) -> EpisodeBuffer {
 }
 
 fn configure(c: &mut Criterion) -> criterion::BenchmarkGroup<'_, criterion::measurement::WallTime> {
+    tch::set_num_threads(1);
     let mut g = c.benchmark_group("lare");
     g.sample_size(10).warm_up_time(Duration::from_secs(1)).measurement_time(Duration::from_secs(4));
     g

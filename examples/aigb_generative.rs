@@ -1,5 +1,6 @@
 //! The generative bidders end to end on one logged dataset: trains the DiffBid planner
-//! (`aigb::planner`), the behaviour-cloning and decision-transformer baselines, AIGB-Pearl's
+//! (`aigb::planner`), the behaviour-cloning, IQL (`aigb::iql`) and decision-transformer
+//! baselines, AIGB-Pearl's
 //! trajectory evaluator (`aigb::traj_eval`), runs AIGB-Pearl's policy search with rounds of
 //! expert feedback (`aigb::search`) and its three ablations (no pairwise loss, no expert
 //! feedback, no KL / shared-noise constraint), then evaluates every bidder next to the rule-based
@@ -12,6 +13,11 @@
 //! cargo run --release --example aigb_generative --features aigb-tch -- --data target/aigb-data-50k/trajectories.csv \
 //!     --pv-num 50000 --out target/aigb-generative
 //! ```
+//!
+//! `--only` trains and evaluates a subset (keys `pid`, `onlinelp`, `fixed`, `bc`, `iql`, `dt`,
+//! `diffbid`, `pearl`, `ablations`; Pearl and its ablations train DiffBid first): every bidder's
+//! training and evaluation use their own seeded streams, so a subset run reproduces the rows
+//! of a full run with the same arguments.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -19,6 +25,7 @@ use std::sync::Arc;
 
 use aigb::diffusion::UnetParams;
 use aigb::dt::{DtBidder, DtParams, DtTrainer};
+use aigb::iql::{IqlBidder, IqlBidderParams, IqlTrainer};
 use aigb::learned::{BcParams, BcTrainer};
 use aigb::planner::{PlannerBidder, PlannerParams, PlannerSnapshot, PlannerTrainer};
 use aigb::search::{expert_feedback, PolicySearch, SearchParams};
@@ -60,6 +67,9 @@ struct Args {
     /// BC steps.
     #[arg(long, default_value_t = 3000)]
     bc_steps: usize,
+    /// IQL steps (`offline-rl`'s IQL with AuctionNet's settings, `IqlBidderParams::default()`).
+    #[arg(long, default_value_t = 3000)]
+    iql_steps: u64,
     /// Decision-transformer steps.
     #[arg(long, default_value_t = 3000)]
     dt_steps: usize,
@@ -87,6 +97,10 @@ struct Args {
     /// Skip the three ablations.
     #[arg(long)]
     no_ablations: bool,
+    /// Train and evaluate only these bidders (keys: pid, onlinelp, fixed, bc, iql, dt, diffbid,
+    /// pearl, ablations); all when empty.
+    #[arg(long, value_delimiter = ',')]
+    only: Vec<String>,
     /// Held-out periods (10 000, ...).
     #[arg(long, default_value_t = 1)]
     periods: u64,
@@ -109,6 +123,15 @@ struct Args {
     #[arg(long)]
     quiet: bool,
 }
+
+impl Args {
+    /// Whether the bidder `key` is trained and evaluated.
+    fn wants(&self, key: &str) -> bool {
+        self.only.is_empty() || self.only.iter().any(|k| k == key)
+    }
+}
+
+const KEYS: [&str; 9] = ["pid", "onlinelp", "fixed", "bc", "iql", "dt", "diffbid", "pearl", "ablations"];
 
 fn bar(args: &Args, len: u64, label: &str) -> Result<ProgressBar> {
     let b = if args.quiet { ProgressBar::hidden() } else { ProgressBar::new(len) };
@@ -263,6 +286,9 @@ fn pearl(
 
 fn main() -> Result<()> {
     let args = Args::parse();
+    if let Some(k) = args.only.iter().find(|k| !KEYS.contains(&k.as_str())) {
+        anyhow::bail!("unknown --only key `{k}` (one of {KEYS:?})");
+    }
     tch::set_num_threads(1);
     std::fs::create_dir_all(&args.out)?;
     let data = TrajectoryDataset::load(&args.data)?;
@@ -274,85 +300,118 @@ fn main() -> Result<()> {
     let mut notes = String::new();
     let _ = writeln!(notes, "data: {} trajectories from periods {:?}\n", data.trajectories.len(), data.periods());
 
-    // DiffBid planner
-    let pp = PlannerParams::default()
-        .unet(UnetParams::default().dim(args.unet_dim))
-        .steps(args.diffusion_steps)
-        .inverse_hidden(vec![256, 256, 256])
-        .batch_size(args.planner_batch)
-        .lr(2e-4)
-        .inverse_lr(1e-3)
-        .replan_every(args.replan_every);
-    let mut pt = PlannerTrainer::new(pp.check()?, &data)?;
-    let mut sink = JsonlSink::create(args.out.join("planner.jsonl"))?;
-    let (mut diff_c, mut inv_c) = (Vec::new(), Vec::new());
-    let (mut sd, mut si) = (0.0, 0.0);
-    let b = bar(&args, args.planner_steps as u64, "DiffBid planner")?;
-    pt.train(args.planner_steps, &mut |step, l| {
-        sd += l.diffusion;
-        si += l.inverse;
-        if step % 50 == 0 {
-            let (d, i) = (sd / 50.0, si / 50.0);
-            sd = 0.0;
-            si = 0.0;
-            diff_c.push((step as f64, d));
-            inv_c.push((step as f64, i));
-            let _ = sink.log(step, &Metrics::new().with("planner/diffusion", d).with("planner/inverse", i));
-            b.set_message(format!("diff {d:.4} inv {i:.4}"));
-        }
-        b.inc(1);
-    })?;
-    b.finish_and_clear();
-    sink.flush()?;
-    let held = pt.eval_losses(256, 11)?;
-    let _ = writeln!(
-        notes,
-        "DiffBid: {} steps, final 50-step means diffusion {:.4} / inverse {:.4}; fresh-noise batch {:.4} / {:.4}\n",
-        args.planner_steps,
-        diff_c.last().map_or(f64::NAN, |p| p.1),
-        inv_c.last().map_or(f64::NAN, |p| p.1),
-        held.diffusion,
-        held.inverse
-    );
-    plot(
-        &args.out.join("planner.svg"),
-        "DiffBid training (50-step means)",
-        "loss",
-        &[("diffusion".into(), diff_c), ("inverse dynamics".into(), inv_c)],
-    )?;
-    let diffbid = pt.planner().snapshot("DiffBid")?;
+    // DiffBid planner (also the reference of AIGB-Pearl and its ablations)
+    let pearl_keys = args.wants("pearl") || (args.wants("ablations") && !args.no_ablations);
+    let diffbid: Option<PlannerSnapshot> = if args.wants("diffbid") || pearl_keys {
+        let pp = PlannerParams::default()
+            .unet(UnetParams::default().dim(args.unet_dim))
+            .steps(args.diffusion_steps)
+            .inverse_hidden(vec![256, 256, 256])
+            .batch_size(args.planner_batch)
+            .lr(2e-4)
+            .inverse_lr(1e-3)
+            .replan_every(args.replan_every);
+        let mut pt = PlannerTrainer::new(pp.check()?, &data)?;
+        let mut sink = JsonlSink::create(args.out.join("planner.jsonl"))?;
+        let (mut diff_c, mut inv_c) = (Vec::new(), Vec::new());
+        let (mut sd, mut si) = (0.0, 0.0);
+        let b = bar(&args, args.planner_steps as u64, "DiffBid planner")?;
+        pt.train(args.planner_steps, &mut |step, l| {
+            sd += l.diffusion;
+            si += l.inverse;
+            if step % 50 == 0 {
+                let (d, i) = (sd / 50.0, si / 50.0);
+                sd = 0.0;
+                si = 0.0;
+                diff_c.push((step as f64, d));
+                inv_c.push((step as f64, i));
+                let _ = sink.log(step, &Metrics::new().with("planner/diffusion", d).with("planner/inverse", i));
+                b.set_message(format!("diff {d:.4} inv {i:.4}"));
+            }
+            b.inc(1);
+        })?;
+        b.finish_and_clear();
+        sink.flush()?;
+        let held = pt.eval_losses(256, 11)?;
+        let _ = writeln!(
+            notes,
+            "DiffBid: {} steps, final 50-step means diffusion {:.4} / inverse {:.4}; fresh-noise batch {:.4} / {:.4}\n",
+            args.planner_steps,
+            diff_c.last().map_or(f64::NAN, |p| p.1),
+            inv_c.last().map_or(f64::NAN, |p| p.1),
+            held.diffusion,
+            held.inverse
+        );
+        plot(
+            &args.out.join("planner.svg"),
+            "DiffBid training (50-step means)",
+            "loss",
+            &[("diffusion".into(), diff_c), ("inverse dynamics".into(), inv_c)],
+        )?;
+        Some(pt.planner().snapshot("DiffBid")?)
+    } else {
+        None
+    };
 
-    // BC and DT
-    let mut bc = BcTrainer::new(BcParams::default().check()?, &data)?;
-    let b = bar(&args, args.bc_steps as u64, "BC")?;
-    bc.train(args.bc_steps, &mut |_, _| b.inc(1))?;
-    b.finish_and_clear();
-    let bc_policy = Arc::new(bc.policy("BC")?);
-    // AuctionNet's DT sizes (the defaults); a shorter warm-up for short runs
-    let mut dt = DtTrainer::new(DtParams::default().warmup_steps(200).check()?, &data)?;
-    let mut sink = JsonlSink::create(args.out.join("dt.jsonl"))?;
-    let b = bar(&args, args.dt_steps as u64, "DT")?;
-    dt.train(args.dt_steps, &mut |step, l| {
-        if step % 50 == 0 {
-            let _ = sink.log(step, &Metrics::new().with("dt/loss", l));
-        }
-        b.inc(1);
-    })?;
-    b.finish_and_clear();
-    sink.flush()?;
-    let dt_policy = Arc::new(dt.policy("DT")?);
+    // BC, IQL and DT
+    type Make = Box<dyn Fn() -> aigb::Result<Box<dyn Bidder>> + Sync>;
+    let mut learned: Vec<(String, Make)> = Vec::new();
+    if args.wants("bc") {
+        let mut bc = BcTrainer::new(BcParams::default().check()?, &data)?;
+        let b = bar(&args, args.bc_steps as u64, "BC")?;
+        bc.train(args.bc_steps, &mut |_, _| b.inc(1))?;
+        b.finish_and_clear();
+        let p = Arc::new(bc.policy("BC")?);
+        learned
+            .push(("BC".into(), Box::new(move || Ok(Box::new(PolicyBidder::new(Arc::clone(&p))?) as Box<dyn Bidder>))));
+    }
+    if args.wants("iql") {
+        // AuctionNet's IQL settings (the defaults)
+        let mut iql = IqlTrainer::new(IqlBidderParams::default().steps(args.iql_steps).check()?, &data)?;
+        let mut sink = JsonlSink::create(args.out.join("iql.jsonl"))?;
+        let summary = iql.train(&mut sink)?;
+        let _ = writeln!(
+            notes,
+            "IQL: {} updates on {} transitions ({:.0} updates/s)\n",
+            summary.steps,
+            iql.len(),
+            summary.updates_per_second
+        );
+        let p = Arc::new(iql.into_policy("IQL"));
+        learned.push(("IQL".into(), Box::new(move || Ok(Box::new(IqlBidder::new(Arc::clone(&p))) as Box<dyn Bidder>))));
+    }
+    if args.wants("dt") {
+        // AuctionNet's DT sizes (the defaults); a shorter warm-up for short runs
+        let mut dt = DtTrainer::new(DtParams::default().warmup_steps(200).check()?, &data)?;
+        let mut sink = JsonlSink::create(args.out.join("dt.jsonl"))?;
+        let b = bar(&args, args.dt_steps as u64, "DT")?;
+        dt.train(args.dt_steps, &mut |step, l| {
+            if step % 50 == 0 {
+                let _ = sink.log(step, &Metrics::new().with("dt/loss", l));
+            }
+            b.inc(1);
+        })?;
+        b.finish_and_clear();
+        sink.flush()?;
+        let p = Arc::new(dt.policy("DT")?);
+        learned.push(("DT".into(), Box::new(move || Ok(Box::new(DtBidder::new(Arc::clone(&p))?) as Box<dyn Bidder>))));
+    }
 
     // AIGB-Pearl and its ablations
-    let mut variants = vec![Variant { name: "AIGB-Pearl", pairwise: true, feedback: true, constrained: true }];
-    if !args.no_ablations {
+    let mut variants = Vec::new();
+    if args.wants("pearl") {
+        variants.push(Variant { name: "AIGB-Pearl", pairwise: true, feedback: true, constrained: true });
+    }
+    if !args.no_ablations && args.wants("ablations") {
         variants.push(Variant { name: "Pearl − pairwise", pairwise: false, feedback: true, constrained: true });
         variants.push(Variant { name: "Pearl − feedback", pairwise: true, feedback: false, constrained: true });
         variants.push(Variant { name: "Pearl − constraint", pairwise: true, feedback: true, constrained: false });
     }
     let mut searched: Vec<Arc<PlannerSnapshot>> = Vec::new();
     for (i, v) in variants.iter().enumerate() {
+        let Some(diffbid) = diffbid.as_ref() else { break };
         let mut sink = JsonlSink::create(args.out.join(format!("pearl-{i}.jsonl")))?;
-        let out = pearl(&args, *v, &data, &diffbid, &sim, &table, &lp, &mut sink)?;
+        let out = pearl(&args, *v, &data, diffbid, &sim, &table, &lp, &mut sink)?;
         sink.flush()?;
         let _ = writeln!(notes, "{}\n", out.log);
         if !args.quiet {
@@ -370,26 +429,26 @@ fn main() -> Result<()> {
         .threads(args.threads)
         .check()?;
     let ev = Evaluator::new(params, &sim, &data.periods(), lp_params)?;
-    let diffbid = Arc::new(diffbid);
-    type Make = Box<dyn Fn() -> aigb::Result<Box<dyn Bidder>> + Sync>;
     let mut cands: Vec<(String, Make)> = Vec::new();
-    for (name, spec) in [
-        ("PID (AuctionNet)", BidderSpec::Pid { initial_alpha: 15.0 }),
-        ("OnlineLP", BidderSpec::OnlineLp),
-        ("fixed CPA", BidderSpec::FixedCpa { cpa_multiplier: 1.0 }),
+    for (key, name, spec) in [
+        ("pid", "PID (AuctionNet)", BidderSpec::Pid { initial_alpha: 15.0 }),
+        ("onlinelp", "OnlineLP", BidderSpec::OnlineLp),
+        ("fixed", "fixed CPA", BidderSpec::FixedCpa { cpa_multiplier: 1.0 }),
     ] {
+        if !args.wants(key) {
+            continue;
+        }
         let (t, l) = (Arc::clone(&table), lp.clone());
         cands.push((name.into(), Box::new(move || spec.build(Some(&t), &l))));
     }
-    let p = Arc::clone(&bc_policy);
-    cands.push(("BC".into(), Box::new(move || Ok(Box::new(PolicyBidder::new(Arc::clone(&p))?) as Box<dyn Bidder>))));
-    let p = Arc::clone(&dt_policy);
-    cands.push(("DT".into(), Box::new(move || Ok(Box::new(DtBidder::new(Arc::clone(&p))?) as Box<dyn Bidder>))));
-    let p = Arc::clone(&diffbid);
-    cands.push((
-        "DiffBid".into(),
-        Box::new(move || Ok(Box::new(PlannerBidder::new(Arc::clone(&p))?) as Box<dyn Bidder>)),
-    ));
+    cands.extend(learned);
+    if let (true, Some(d)) = (args.wants("diffbid"), diffbid) {
+        let p = Arc::new(d);
+        cands.push((
+            "DiffBid".into(),
+            Box::new(move || Ok(Box::new(PlannerBidder::new(Arc::clone(&p))?) as Box<dyn Bidder>)),
+        ));
+    }
     for (v, s) in variants.iter().zip(&searched) {
         let p = Arc::clone(s);
         cands.push((

@@ -7,8 +7,9 @@
 //! cargo run --features lare --example lare_compare -- --steps 300 --start-steps 100 --hidden 32 \
 //!     --decoder-hidden 32 --eval-every 150 --eval-episodes 1 --seeds 1 --methods lare,rd --out target/lare-compare-tiny
 //! # the reported Pendulum run (docs/lare.md)
-//! nice cargo run --release --features lare --example lare_compare -- --env pendulum --steps 20000 \
-//!     --seeds 3 --out results/lare-pendulum
+//! nice -n 10 cargo run --release --features lare --example lare_compare -- --env pendulum --steps 8000 \
+//!     --start-steps 1000 --hidden 64 --decoder-hidden 64 --eval-every 1000 --eval-episodes 3 --seeds 3 \
+//!     --methods lare,rrd_unbiased,rd,ircr,episodic,dense --jobs 2 --quiet --out target/lare-results/pendulum-release
 //! # MuJoCo
 //! nice cargo run --release --features lare,mujoco --example lare_compare -- --env hopper --steps 200000 --seeds 1
 //! ```

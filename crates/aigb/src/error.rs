@@ -103,6 +103,10 @@ pub enum AigbError {
     #[cfg(feature = "tch")]
     #[error(transparent)]
     Nn(#[from] rl_nn::RlNnError),
+    /// Errors from `offline-rl` (the IQL bidder: its parameters, training and checkpoints).
+    #[cfg(feature = "tch")]
+    #[error(transparent)]
+    Offline(#[from] offline_rl::OfflineError),
     /// Errors from libtorch.
     #[cfg(feature = "tch")]
     #[error(transparent)]

@@ -8,8 +8,8 @@
 //! over the valid steps of the dataset (up to each trajectory's first `done`). The trained
 //! network is exported as an [`MlpPolicy`] (plain Rust), so the bidder runs without libtorch.
 //!
-//! Not here yet: the decision transformer and IQL baselines of the issue (IQL waits for the
-//! `offline-rl` crate); see `docs/aigb.md`.
+//! The other learned baselines: IQL in [`crate::iql`] (`offline-rl`'s algorithm), the decision
+//! transformer in [`crate::dt`].
 
 use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Device, Kind, Tensor};

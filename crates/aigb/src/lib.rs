@@ -19,7 +19,8 @@
 //!   and validated CSV files ([`TrajectoryDataset`]).
 //! - [`eval`]: held-out evaluation across budget/CPA scalings, slots and seeds ([`Evaluator`]).
 //! - [`policy`]: state → bid-coefficient MLP policies in plain Rust ([`PolicyBidder`]); with
-//!   the `tch` feature, `learned` trains them by behaviour cloning on logged trajectories.
+//!   the `tch` feature, `learned` trains them by behaviour cloning on logged trajectories and
+//!   `iql` trains `offline-rl`'s IQL on them (`IqlBidder`).
 //! - [`stats`]: market statistics and the comparison with AuctionNet's reference statistics.
 //!
 //! ```
@@ -40,7 +41,7 @@
 //! # Ok::<(), aigb::AigbError>(())
 //! ```
 //!
-//! Features: `tch` (default) adds the learned bidders (libtorch through `tch`/`rl-nn`; a binary
+//! Features: `tch` (default) adds the learned bidders (libtorch through `tch`/`rl-nn`/`offline-rl`; a binary
 //! using them needs the `build.rs` of `rl-nn`'s docs). `--no-default-features` builds the
 //! simulator, the rule-based bidders, data generation, dataset files and evaluation without
 //! libtorch.
@@ -60,6 +61,8 @@ pub mod diffusion;
 pub mod dt;
 pub mod error;
 pub mod eval;
+#[cfg(feature = "tch")]
+pub mod iql;
 #[cfg(feature = "tch")]
 pub mod learned;
 pub mod market;
