@@ -273,6 +273,25 @@ fn all_finite(x: &[f32]) -> bool {
     rem.iter().all(|v| v.is_finite()) && acc.iter().all(|&v| v == 0.0)
 }
 
+/// Whether three equally long slices are all finite: one pass over `(a + b + c)·0` (NaN as soon
+/// as any term is NaN or infinite), confirmed slice by slice only when it raises the alarm (a
+/// finite sum can overflow), so the answer is exact.
+#[inline(always)]
+fn all_finite3(a: &[f32], b: &[f32], c: &[f32]) -> bool {
+    let n = a.len().min(b.len()).min(c.len());
+    let (a, b, c) = (&a[..n], &b[..n], &c[..n]);
+    let mut acc = [0f32; 8];
+    let (ca, cb, cc) = (a.chunks_exact(8), b.chunks_exact(8), c.chunks_exact(8));
+    let tail: f32 =
+        ca.remainder().iter().zip(cb.remainder()).zip(cc.remainder()).map(|((x, y), z)| (x + y + z) * 0.0).sum();
+    for ((x, y), z) in ca.zip(cb).zip(cc) {
+        for j in 0..8 {
+            acc[j] += (x[j] + y[j] + z[j]) * 0.0;
+        }
+    }
+    (tail == 0.0 && acc.iter().all(|&v| v == 0.0)) || (all_finite(a) && all_finite(b) && all_finite(c))
+}
+
 /// Whether the CPU has AVX2 and FMA (detected once, then cached by `std`).
 #[cfg(target_arch = "x86_64")]
 #[inline]
@@ -665,17 +684,18 @@ impl Kernel {
         s: &mut Scratch,
         sums: &mut Sums,
     ) -> (bool, f64, f64) {
-        let pre = self.prepass(x.lp, x.old, x.mask);
         let t = grad.len();
-        let (g, val, ratio) = (&mut grad[..t], &mut s.val[..t], &mut s.ratio[..t]);
+        let ok = all_finite3(&x.lp[..t], &x.old[..t], &x.mask[..t]);
+        let (g, val, ratio, klv) = (&mut grad[..t], &mut s.val[..t], &mut s.ratio[..t], &mut s.aux[..t]);
         if self.metrics {
-            dispatch!(x.adv, w, t, reinforce_loop::<_, _, true>(x, c, g, val, ratio));
+            dispatch!(x.adv, w, t, reinforce_loop::<_, _, true>(x, c, g, val, ratio, klv));
             sums.ratio += sum_f32(ratio);
         } else {
-            dispatch!(x.adv, w, t, reinforce_loop::<_, _, false>(x, c, g, val, ratio));
+            dispatch!(x.adv, w, t, reinforce_loop::<_, _, false>(x, c, g, val, ratio, klv));
         }
         sums.pg_value += sum_f32(val);
-        pre
+        // REINFORCE's `ppo_kl` is never clamped (`Kernel::prepass` mode 0)
+        (ok, sum_f32(&x.mask[..t]), sum_f32(klv))
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -917,7 +937,7 @@ fn prepass_loop<const MODE: u8>(lp: &[f32], old: &[f32], m: &[f32]) -> (bool, f6
     let (lp, old, m) = (&lp[..n], &old[..n], &m[..n]);
     // three short loops over the (L1-resident) block: each vectorises on its own, one loop
     // with three accumulators of two widths does not
-    let ok = all_finite(lp) & all_finite(old) & all_finite(m);
+    let ok = all_finite3(lp, old, m);
     let (lc, oc, mc) = (lp.chunks_exact(8), old.chunks_exact(8), m.chunks_exact(8));
     let (lr, or, mr) = (lc.remainder(), oc.remainder(), mc.remainder());
     let mut kl = [0f64; 8];
@@ -1111,8 +1131,9 @@ fn sapo_loop<A: Src, W: Src>(
     }
 }
 
-/// REINFORCE: `g = −A c m w`, value `g·logp`, and (with `MET`) the ratio metric's
-/// `m exp(clamp(logp − old, ±20))`.
+/// REINFORCE: `g = −A c m w`, value `g·logp`, the `ppo_kl` term `m (old − logp)` and (with
+/// `MET`) the ratio metric's `m exp(clamp(logp − old, ±20))`.
+#[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn reinforce_loop<A: Src, W: Src, const MET: bool>(
     a: A,
@@ -1122,14 +1143,17 @@ fn reinforce_loop<A: Src, W: Src, const MET: bool>(
     grad: &mut [f32],
     val: &mut [f32],
     ratio: &mut [f32],
+    klv: &mut [f32],
 ) {
     let t = grad.len();
     let (a, w) = (a.fit(t), w.fit(t));
-    let (lp, old, m, val, ratio) = (&x.lp[..t], &x.old[..t], &x.mask[..t], &mut val[..t], &mut ratio[..t]);
+    let (lp, old, m) = (&x.lp[..t], &x.old[..t], &x.mask[..t]);
+    let (val, ratio, klv) = (&mut val[..t], &mut ratio[..t], &mut klv[..t]);
     for i in 0..t {
         let g = -a.at(i) * c * m[i] * w.at(i);
         grad[i] = g;
         val[i] = g * lp[i];
+        klv[i] = m[i] * (old[i] - lp[i]);
         if MET {
             ratio[i] = m[i] * exp_f32((lp[i] - old[i]).clamp(-20.0, 20.0));
         }
