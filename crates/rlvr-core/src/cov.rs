@@ -17,11 +17,19 @@ pub(crate) struct CovInputs<'a, T> {
 }
 
 impl<T: Copy + Into<f64>> CovInputs<'_, T> {
-    fn adv(&self, i: usize) -> f64 {
-        if self.adv_per_token {
-            self.adv[i].into()
-        } else {
-            self.adv[i / self.t.max(1)].into()
+    /// Calls `f(flat index, mask, advantage, logp)` for every token in row-major order (no
+    /// division per token to find the row's advantage).
+    #[inline(always)]
+    fn each(&self, mut f: impl FnMut(usize, f64, f64, f64)) {
+        let t = self.t.max(1);
+        for (r, (lp, m)) in self.lp.chunks(t).zip(self.mask.chunks(t)).enumerate() {
+            let base = r * t;
+            let row_adv = if self.adv_per_token { 0.0 } else { self.adv.get(r).map_or(0.0, |&a| a.into()) };
+            for (j, (&l, &mm)) in lp.iter().zip(m).enumerate() {
+                let i = base + j;
+                let a = if self.adv_per_token { self.adv.get(i).map_or(0.0, |&a| a.into()) } else { row_adv };
+                f(i, mm.into(), a, l.into());
+            }
         }
     }
 }
@@ -35,27 +43,26 @@ pub(crate) fn clip_cov_selection<T: Copy + Into<f64>>(
     p: &ClipCovParams,
     seed: u64,
 ) -> Vec<usize> {
-    let n = x.mask.len();
     let (mut sm, mut sa, mut sl) = (0.0, 0.0, 0.0);
-    for i in 0..n {
-        let m: f64 = x.mask[i].into();
+    x.each(|_, m, a, l| {
         sm += m;
-        sa += x.adv(i) * m;
-        sl += x.lp[i].into() * m;
-    }
+        sa += a * m;
+        sl += l * m;
+    });
     let (ma, ml) = (sa / (sm + 1e-8), sl / (sm + 1e-8));
     let (hi, lo) = (1.0 + p.eps_high, 1.0 - p.eps_low);
-    let candidates: Vec<usize> = (0..n)
-        .filter(|&i| {
-            let m: f64 = x.mask[i].into();
-            let a = x.adv(i);
-            let l: f64 = x.lp[i].into();
+    let mut candidates: Vec<usize> = Vec::new();
+    x.each(|i, m, a, l| {
+        // the cheap tests first; the ratio only for tokens inside the covariance band
+        let cov = (a - ma) * (l - ml);
+        if m > 0.0 && cov > p.cov_lb && cov < p.cov_ub {
             let r = (l - x.old[i].into()).exp();
             let clipped = (a > 0.0 && r > hi) || (a < 0.0 && r < lo);
-            let cov = (a - ma) * (l - ml);
-            m > 0.0 && !clipped && cov > p.cov_lb && cov < p.cov_ub
-        })
-        .collect();
+            if !clipped {
+                candidates.push(i);
+            }
+        }
+    });
     let mut sel = draw(candidates, selection_size(p.ratio, sm), seed);
     sel.sort_unstable();
     sel
@@ -65,15 +72,26 @@ pub(crate) fn clip_cov_selection<T: Copy + Into<f64>>(
 /// (`m > 0`, `N` of them) with the largest `(A − Ā)(logp − mean logp)`, plain means over those
 /// tokens (verl's `kl_cov`); ties go to the lower index.
 pub(crate) fn kl_cov_selection<T: Copy + Into<f64>>(x: &CovInputs<'_, T>, ratio: f64) -> Vec<usize> {
-    let idx: Vec<usize> = (0..x.mask.len()).filter(|&i| x.mask[i].into() > 0.0).collect();
-    if idx.is_empty() {
+    let (mut nv, mut sa, mut sl) = (0usize, 0.0, 0.0);
+    x.each(|_, m, a, l| {
+        if m > 0.0 {
+            nv += 1;
+            sa += a;
+            sl += l;
+        }
+    });
+    if nv == 0 {
         return Vec::new();
     }
-    let nv = idx.len() as f64;
-    let ma = idx.iter().map(|&i| x.adv(i)).sum::<f64>() / nv;
-    let ml = idx.iter().map(|&i| x.lp[i].into()).sum::<f64>() / nv;
-    let cov: Vec<f64> = idx.iter().map(|&i| (x.adv(i) - ma) * (x.lp[i].into() - ml)).collect();
-    let mut sel = top_k(&cov, &idx, selection_size(ratio, nv));
+    let nvf = nv as f64;
+    let (ma, ml) = (sa / nvf, sl / nvf);
+    let mut pairs: Vec<(f64, usize)> = Vec::with_capacity(nv);
+    x.each(|i, m, a, l| {
+        if m > 0.0 {
+            pairs.push(((a - ma) * (l - ml), i));
+        }
+    });
+    let mut sel = top_k_pairs(pairs, selection_size(ratio, nvf));
     sel.sort_unstable();
     sel
 }
@@ -99,8 +117,13 @@ pub(crate) fn draw(mut candidates: Vec<usize>, k: usize, seed: u64) -> Vec<usize
 
 /// KL-Cov: the flat indices of the `k` largest `cov` values (`cov[j]` belongs to token
 /// `index[j]`); ties go to the lower index. Linear time.
+#[cfg(test)]
 pub(crate) fn top_k(cov: &[f64], index: &[usize], k: usize) -> Vec<usize> {
-    let mut pairs: Vec<(f64, usize)> = cov.iter().copied().zip(index.iter().copied()).collect();
+    top_k_pairs(cov.iter().copied().zip(index.iter().copied()).collect(), k)
+}
+
+/// The `k` largest of `(cov, flat index)` pairs (ties to the lower index), in any order.
+fn top_k_pairs(mut pairs: Vec<(f64, usize)>, k: usize) -> Vec<usize> {
     let k = k.min(pairs.len());
     if k == 0 {
         return Vec::new();

@@ -1,12 +1,16 @@
 //! Glue between the tensors of a CPU `f32` batch and the fused kernels of [`crate::fused`]
 //! (feature `tch`).
 //!
-//! The inputs are copied a few rows at a time (about 64 Ki tokens, so the working set stays in
-//! cache) with `copy_data`, every row goes through [`Kernel::row`], and the gradient rows are
-//! written into one `[B, T]` tensor `G`. The loss tensor is then `L + G·logp − sg(G·logp)`, as in
-//! the libtorch path: its value is `L`, its gradient with respect to `logp` is `G`. LPO (whose
-//! listwise coefficients couple a group's rows), Clip-Cov and KL-Cov (whose token selection is
-//! over the whole micro-batch) copy the batch at once and take a first pass over it.
+//! The inputs are read in place: a contiguous CPU `f32` tensor's buffer is borrowed as a
+//! `&[f32]` for the duration of the call ([`flat`]); any other tensor (a non-contiguous view, a
+//! `bool` mask) is copied once into a `Vec<f32>`. Every row goes through [`Kernel::row`], which
+//! writes its gradient straight into the buffer of a fresh `[B, T]` tensor `G`
+//! ([`out_slice`]). The loss tensor is then `L + G·logp − sg(G·logp)`, as in the libtorch path:
+//! its value is `L`, its gradient with respect to `logp` is `G`. LPO (whose listwise
+//! coefficients couple a group's rows), Clip-Cov and KL-Cov (whose token selection is over the
+//! whole micro-batch) take a first pass over the batch.
+
+use std::ops::Deref;
 
 use tch::{Device, Kind, Tensor};
 
@@ -19,40 +23,82 @@ use crate::lpo::lpo_coefficients;
 use crate::policy::PolicyLoss;
 use crate::torch_loss::LossOutput;
 
-/// Tokens per chunk of copied rows.
-const CHUNK_TOKENS: usize = 1 << 14;
-
-/// One input tensor's rows, copied chunk by chunk.
-struct Buf {
-    data: Vec<f32>,
-    bools: Vec<bool>,
+/// A tensor's elements as `f32` in row-major order: borrowed in place, or copied.
+#[derive(Debug)]
+pub(crate) enum Flat<'a> {
+    /// The tensor's own buffer (a contiguous CPU `f32` tensor).
+    Borrowed(&'a [f32]),
+    /// A copy (any other layout or element type).
+    Owned(Vec<f32>),
 }
 
-impl Buf {
-    fn new() -> Self {
-        Self { data: Vec::new(), bools: Vec::new() }
+impl Flat<'_> {
+    /// Whether the elements are the tensor's own buffer.
+    #[cfg(test)]
+    pub(crate) fn in_place(&self) -> bool {
+        matches!(self, Flat::Borrowed(_))
     }
+}
 
-    /// Copies rows `r0 .. r0 + rows` of a `[B, T]` `f32` or `bool` tensor as `f32`.
-    fn fill(&mut self, x: &Tensor, r0: i64, rows: i64, t: usize) -> Result<()> {
-        let n = rows as usize * t;
-        let part = x.f_narrow(0, r0, rows)?;
-        if self.data.len() < n {
-            self.data.resize(n, 0.0);
+impl Deref for Flat<'_> {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        match self {
+            Flat::Borrowed(s) => s,
+            Flat::Owned(v) => v,
         }
-        if x.kind() == Kind::Bool {
-            if self.bools.len() < n {
-                self.bools.resize(n, false);
-            }
-            part.f_copy_data(&mut self.bools[..n], n)?;
-            for (d, &b) in self.data[..n].iter_mut().zip(&self.bools[..n]) {
-                *d = f32::from(u8::from(b));
-            }
-        } else {
-            part.f_copy_data(&mut self.data[..n], n)?;
-        }
-        Ok(())
     }
+}
+
+/// A CPU tensor's elements as `f32`: its buffer when it is a contiguous CPU `f32` tensor (no
+/// copy), otherwise one contiguous `f32` copy.
+#[allow(unsafe_code)]
+pub(crate) fn flat(x: &Tensor) -> Result<Flat<'_>> {
+    let n = x.numel();
+    if n == 0 {
+        return Ok(Flat::Owned(Vec::new()));
+    }
+    if x.kind() == Kind::Float && x.device() == Device::Cpu && x.is_contiguous() && !x.is_sparse() && !x.is_mkldnn() {
+        let p = x.data_ptr().cast::<f32>().cast_const();
+        if !p.is_null() && p.is_aligned() {
+            // SAFETY: `x` is a defined, dense, contiguous CPU tensor of `n` `f32` elements, so
+            // its data pointer (storage offset included) addresses `n` consecutive initialised
+            // `f32` values, and it is non-null and aligned (checked). The slice borrows `x`,
+            // which holds a reference to the storage, so the memory outlives the slice; nothing
+            // in this crate writes to an input tensor while the slice exists (the only buffer
+            // written is the fresh gradient tensor of `out_slice`). As with every libtorch op,
+            // another thread writing the same storage through a shallow clone at the same time
+            // would be a data race; `Tensor` is not `Sync`, so safe code cannot share `x` itself.
+            return Ok(Flat::Borrowed(unsafe { std::slice::from_raw_parts(p, n) }));
+        }
+    }
+    let mut v = vec![0f32; n];
+    x.f_to_kind(Kind::Float)?.f_to_device(Device::Cpu)?.f_contiguous()?.f_copy_data(&mut v, n)?;
+    Ok(Flat::Owned(v))
+}
+
+/// The elements of a freshly allocated contiguous CPU `f32` tensor, for writing.
+#[allow(unsafe_code)]
+pub(crate) fn out_slice(g: &mut Tensor) -> Result<&mut [f32]> {
+    let n = g.numel();
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    let p = g.data_ptr().cast::<f32>();
+    if g.kind() != Kind::Float || g.device() != Device::Cpu || !g.is_contiguous() || p.is_null() || !p.is_aligned() {
+        return Err(RlvrCoreError::Kind {
+            what: "fused gradient buffer".into(),
+            expected: "contiguous CPU f32".into(),
+            got: format!("{:?} on {:?}", g.kind(), g.device()),
+        });
+    }
+    // SAFETY: `g` is a contiguous CPU `f32` tensor of `n` elements (checked), so its data
+    // pointer addresses `n` consecutive `f32` values, non-null and aligned (checked); the
+    // callers pass a tensor they have just created with `Tensor::empty`, so no other tensor
+    // shares its storage, and the `&mut` borrow of `g` keeps it alive and unaliased for the
+    // slice's lifetime. Any bit pattern is a valid `f32`; the kernels write every element
+    // before reading it.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p, n) })
 }
 
 fn is_f32(x: &Tensor) -> bool {
@@ -76,15 +122,14 @@ impl LossConfig {
     /// required inputs) except for finiteness, which the sweep checks.
     pub(crate) fn loss_fused(&self, inputs: &LossInputs<'_>, counts: &GlobalCounts) -> Result<LossOutput> {
         let (b, t) = inputs.batch_shape()?;
-        let (bu, tu) = (b as usize, t as usize);
+        let (rows, tu) = (b as usize, t as usize);
         let adv_tok = inputs.advantages.dim() == 2;
         let lpo = match self.policy {
             PolicyLoss::Lpo(p) => Some(p),
             _ => None,
         };
-        let whole = lpo.is_some() || matches!(self.policy, PolicyLoss::ClipCov(_) | PolicyLoss::KlCov(_));
-        let chunk_rows = if whole { bu } else { (CHUNK_TOKENS / tu).clamp(1, bu) };
         let behave = inputs.behave_logp.filter(|_| self.correction.is_some() || lpo.is_some());
+        let refl = inputs.ref_logp.filter(|_| self.kl.is_some());
         let kernel = Kernel {
             policy: self.policy,
             aggregation: self.aggregation,
@@ -93,46 +138,56 @@ impl LossConfig {
             kl: self.kl,
             correction: self.correction,
             t: tu,
-            rows: bu,
+            rows,
             metrics: self.metrics,
         };
-        let (mut lp, mut old, mut mask, mut adv, mut beh, mut refl) =
-            (Buf::new(), Buf::new(), Buf::new(), Buf::new(), Buf::new(), Buf::new());
-        let adv_rows: Vec<f32> = if adv_tok { Vec::new() } else { Vec::<f32>::try_from(inputs.advantages)? };
-        let mut grad = vec![0f32; chunk_rows * tu];
-        let g = Tensor::f_empty([b, t], (Kind::Float, Device::Cpu))?;
+        let lp = flat(inputs.logp)?;
+        let old = flat(inputs.old_logp)?;
+        let mask = flat(inputs.mask)?;
+        let adv = flat(inputs.advantages)?;
+        let beh = behave.map(flat).transpose()?;
+        let rf = refl.map(flat).transpose()?;
+        let n = rows * tu;
+        let sized = |x: &[f32], len: usize, what: &str| -> Result<()> {
+            if x.len() == len {
+                Ok(())
+            } else {
+                Err(RlvrCoreError::Shape {
+                    what: what.into(),
+                    expected: format!("{len} elements"),
+                    got: vec![x.len() as i64],
+                })
+            }
+        };
+        sized(&lp, n, "logp")?;
+        sized(&old, n, "old_logp")?;
+        sized(&mask, n, "mask")?;
+        sized(&adv, if adv_tok { n } else { rows }, "advantages")?;
+        if let Some(x) = &beh {
+            sized(x, n, "behave_logp")?;
+        }
+        if let Some(x) = &rf {
+            sized(x, n, "ref_logp")?;
+        }
+        let mut g = Tensor::f_empty([b, t], (Kind::Float, Device::Cpu))?;
         let mut scratch = Scratch::default();
         let mut sums = Sums::default();
         let mut lpo_metrics = None;
         let mut selected: Vec<usize> = Vec::new();
-        let mut r0 = 0usize;
-        while r0 < bu {
-            let rows = chunk_rows.min(bu - r0);
-            let (r0i, rowsi) = (r0 as i64, rows as i64);
-            lp.fill(inputs.logp, r0i, rowsi, tu)?;
-            old.fill(inputs.old_logp, r0i, rowsi, tu)?;
-            mask.fill(inputs.mask, r0i, rowsi, tu)?;
-            if adv_tok {
-                adv.fill(inputs.advantages, r0i, rowsi, tu)?;
-            }
-            if let Some(x) = behave {
-                beh.fill(x, r0i, rowsi, tu)?;
-            }
-            if let (Some(_), Some(x)) = (self.kl, inputs.ref_logp) {
-                refl.fill(x, r0i, rowsi, tu)?;
-            }
+        {
+            let grad = out_slice(&mut g)?;
             let row_in = |i: usize| -> RowIn<'_> {
                 let s = i * tu..(i + 1) * tu;
                 RowIn {
-                    lp: &lp.data[s.clone()],
-                    old: &old.data[s.clone()],
-                    mask: &mask.data[s.clone()],
-                    adv: if adv_tok { Per::Tok(&adv.data[s.clone()]) } else { Per::Row(adv_rows[r0 + i]) },
-                    behave: behave.map(|_| &beh.data[s.clone()]),
-                    refl: inputs.ref_logp.filter(|_| self.kl.is_some()).map(|_| &refl.data[s.clone()]),
+                    lp: &lp[s.clone()],
+                    old: &old[s.clone()],
+                    mask: &mask[s.clone()],
+                    adv: if adv_tok { Per::Tok(&adv[s.clone()]) } else { Per::Row(adv[i]) },
+                    behave: beh.as_ref().map(|x| &x[s.clone()]),
+                    refl: rf.as_ref().map(|x| &x[s.clone()]),
                 }
             };
-            // batch-level passes (whole batch in one chunk)
+            // batch-level passes
             let mut lpo_coef = Vec::new();
             if let Some(p) = lpo {
                 let groups = inputs
@@ -169,67 +224,56 @@ impl LossConfig {
                 }
                 if s_theta.iter().chain(&s_t).chain(&adv_seq).any(|v| !v.is_finite()) {
                     sums.nonfinite = true;
-                    break;
+                } else {
+                    let c = lpo_coefficients(&s_theta, &s_t, &adv_seq, groups, &p)?;
+                    let sizes = groups.sizes();
+                    lpo_coef = c
+                        .coef
+                        .iter()
+                        .zip(groups.ids())
+                        .map(|(c, &g)| if p.scale_by_group_size { c * sizes[g] as f64 } else { *c })
+                        .collect();
+                    lpo_metrics = Some(c.summary(groups));
                 }
-                let c = lpo_coefficients(&s_theta, &s_t, &adv_seq, groups, &p)?;
-                let sizes = groups.sizes();
-                lpo_coef = c
-                    .coef
-                    .iter()
-                    .zip(groups.ids())
-                    .map(|(c, &g)| if p.scale_by_group_size { c * sizes[g] as f64 } else { *c })
-                    .collect();
-                lpo_metrics = Some(c.summary(groups));
             }
+            let cov = || crate::cov::CovInputs {
+                lp: &lp[..],
+                old: &old[..],
+                adv: &adv[..],
+                adv_per_token: adv_tok,
+                mask: &mask[..],
+                t: tu,
+            };
             match self.policy {
                 PolicyLoss::ClipCov(p) => {
                     let seed = inputs.seed.ok_or_else(|| RlvrCoreError::MissingInput {
                         loss: "clip_cov".into(),
                         input: "seed (LossInputs::seed)".into(),
                     })?;
-                    let n = rows * tu;
-                    let a = if adv_tok { &adv.data[..n] } else { &adv_rows[..] };
-                    let h = crate::cov::CovInputs {
-                        lp: &lp.data[..n],
-                        old: &old.data[..n],
-                        adv: a,
-                        adv_per_token: adv_tok,
-                        mask: &mask.data[..n],
-                        t: tu,
-                    };
-                    selected = crate::cov::clip_cov_selection(&h, &p, seed);
+                    selected = crate::cov::clip_cov_selection(&cov(), &p, seed);
                 }
-                PolicyLoss::KlCov(p) => {
-                    let n = rows * tu;
-                    let a = if adv_tok { &adv.data[..n] } else { &adv_rows[..] };
-                    let h = crate::cov::CovInputs {
-                        lp: &lp.data[..n],
-                        old: &old.data[..n],
-                        adv: a,
-                        adv_per_token: adv_tok,
-                        mask: &mask.data[..n],
-                        t: tu,
-                    };
-                    selected = crate::cov::kl_cov_selection(&h, p.ratio);
-                }
+                PolicyLoss::KlCov(p) => selected = crate::cov::kl_cov_selection(&cov(), p.ratio),
                 _ => {}
             }
-            let mut sel_at = 0usize;
-            let mut positions: Vec<usize> = Vec::new();
-            for i in 0..rows {
-                let row_start = i * tu;
-                positions.clear();
-                while sel_at < selected.len() && selected[sel_at] < row_start + tu {
-                    positions.push(selected[sel_at] - row_start);
-                    sel_at += 1;
+            if sums.nonfinite {
+                // LPO's listwise pass met a NaN/inf: no gradient (an error below unless the
+                // check is off, then NaN as in the libtorch path)
+                grad.fill(f32::NAN);
+                sums.pg_value = f64::NAN;
+            } else {
+                let mut sel_at = 0usize;
+                let mut positions: Vec<usize> = Vec::new();
+                for (i, grow) in grad.chunks_exact_mut(tu).enumerate() {
+                    let row_start = i * tu;
+                    positions.clear();
+                    while sel_at < selected.len() && selected[sel_at] < row_start + tu {
+                        positions.push(selected[sel_at] - row_start);
+                        sel_at += 1;
+                    }
+                    let extra = RowExtra { lpo_coef: lpo_coef.get(i).copied().unwrap_or(0.0), selected: &positions };
+                    kernel.row(&row_in(i), &extra, grow, &mut scratch, &mut sums);
                 }
-                let extra = RowExtra { lpo_coef: lpo_coef.get(i).copied().unwrap_or(0.0), selected: &positions };
-                kernel.row(&row_in(i), &extra, &mut grad[row_start..row_start + tu], &mut scratch, &mut sums);
             }
-            let n = rows * tu;
-            let gt = Tensor::from_slice(&grad[..n]).f_view([rowsi, t])?;
-            g.f_narrow(0, r0i, rowsi)?.f_copy_(&gt)?;
-            r0 += rows;
         }
         if sums.nonfinite && self.check_finite {
             // name the first bad value exactly
@@ -332,5 +376,63 @@ impl LossConfig {
             }
         }
         Ok(LossOutput { loss, metrics })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(x: &Tensor) -> Vec<f32> {
+        Vec::<f32>::try_from(x.to_kind(Kind::Float).contiguous().view([-1])).unwrap()
+    }
+
+    #[test]
+    fn flat_borrows_contiguous_f32_and_copies_the_rest() {
+        let base = Tensor::arange(24, (Kind::Float, Device::Cpu)).view([4, 6]);
+        // contiguous: the tensor's own buffer
+        let f = flat(&base).unwrap();
+        assert!(f.in_place());
+        assert_eq!(f.as_ptr().cast::<std::ffi::c_void>(), base.data_ptr().cast_const());
+        assert_eq!(&f[..], &values(&base)[..]);
+        // contiguous at a storage offset (rows 1..3): borrowed from the offset
+        let rows = base.narrow(0, 1, 2);
+        let f = flat(&rows).unwrap();
+        assert!(f.in_place());
+        assert_eq!(&f[..], &values(&rows)[..]);
+        assert_eq!(f[0], 6.0);
+        // strided (a transpose, a column slice): copied in row-major order
+        for v in [base.transpose(0, 1), base.narrow(1, 2, 3)] {
+            assert!(!v.is_contiguous());
+            let f = flat(&v).unwrap();
+            assert!(!f.in_place());
+            assert_eq!(&f[..], &values(&v)[..]);
+        }
+        // bool and f64: converted copies
+        let mask = base.gt(10.0);
+        let f = flat(&mask).unwrap();
+        assert!(!f.in_place());
+        assert_eq!(&f[..], &values(&mask)[..]);
+        let dbl = base.to_kind(Kind::Double);
+        let f = flat(&dbl).unwrap();
+        assert!(!f.in_place());
+        assert_eq!(&f[..], &values(&base)[..]);
+        // empty
+        assert!(flat(&Tensor::zeros([0, 3], (Kind::Float, Device::Cpu))).unwrap().is_empty());
+    }
+
+    #[test]
+    fn out_slice_writes_into_the_tensor_and_refuses_other_layouts() {
+        let mut g = Tensor::empty([3, 5], (Kind::Float, Device::Cpu));
+        for (i, v) in out_slice(&mut g).unwrap().iter_mut().enumerate() {
+            *v = i as f32;
+        }
+        assert_eq!(values(&g), (0..15).map(|i| i as f32).collect::<Vec<_>>());
+        let mut e = Tensor::empty([0, 5], (Kind::Float, Device::Cpu));
+        assert!(out_slice(&mut e).unwrap().is_empty());
+        let mut d = Tensor::empty([2, 2], (Kind::Double, Device::Cpu));
+        assert!(matches!(out_slice(&mut d), Err(RlvrCoreError::Kind { .. })));
+        let mut t = Tensor::empty([2, 3], (Kind::Float, Device::Cpu)).transpose(0, 1);
+        assert!(matches!(out_slice(&mut t), Err(RlvrCoreError::Kind { .. })));
     }
 }

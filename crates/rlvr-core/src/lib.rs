@@ -96,6 +96,7 @@
 //! - verl `verl/trainer/ppo/core_algos.py`; TRL `trl/trainer/grpo_trainer.py`; OpenRLHF
 //!   `openrlhf/models/loss.py`; AReaL `areal/utils/functional/functional.py`.
 #![deny(missing_docs)]
+#![deny(clippy::undocumented_unsafe_blocks, unsafe_op_in_unsafe_fn)]
 #![deny(missing_debug_implementations)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 

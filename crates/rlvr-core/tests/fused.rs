@@ -223,3 +223,86 @@ fn fused_handles_an_all_padding_micro_batch_with_the_correction_on() {
         assert!(m.is_weight_mean.is_none());
     }
 }
+
+/// `x` as a non-contiguous view with the same values (the transpose of a `[T, B]` copy).
+fn strided(x: &Tensor) -> Tensor {
+    let v = x.transpose(0, 1).contiguous().transpose(0, 1);
+    assert!(!v.is_contiguous());
+    v
+}
+
+/// `x` as a contiguous view at a non-zero storage offset (rows 1.. of a taller tensor).
+fn offset(x: &Tensor) -> Tensor {
+    let (b, t) = x.size2().unwrap();
+    let tall = Tensor::zeros([b + 1, t], (x.kind(), Device::Cpu));
+    tall.narrow(0, 1, b).copy_(x);
+    let v = tall.narrow(0, 1, b);
+    assert!(v.is_contiguous());
+    v
+}
+
+#[test]
+fn fused_reads_strided_and_offset_inputs_like_contiguous_ones() {
+    // rows 3 and 5 are empty, row 6 has one token
+    let c = case_shape(9, B, T, &[37, 30, 12, 0, 25, 0, 1, 20]);
+    let groups = Groups::uniform(4, 2).unwrap();
+    let counts = GlobalCounts::local(&c.mask_f).unwrap();
+    for loss in losses() {
+        let p = LossParams::new(loss).correction(Some(DecoupledParams::default().level(IsLevel::Token)));
+        let base = LossInputs::new(&c.logp, &c.old, &c.adv_tok, &c.mask_f).behaviour(&c.behave).groups(&groups).seed(5);
+        let (v0, g0, m0) = run(p, &base, &counts);
+        for (name, view) in [("strided", strided as fn(&Tensor) -> Tensor), ("offset", offset)] {
+            let (old, adv, mask, behave) = (view(&c.old), view(&c.adv_tok), view(&c.mask_f), view(&c.behave));
+            let x = LossInputs::new(&c.logp, &old, &adv, &mask).behaviour(&behave).groups(&groups).seed(5);
+            // the same kernel on the same values: bit-identical to the contiguous inputs
+            let (v, g, m) = run(p, &x, &counts);
+            let what = format!("{} {name}", loss.name());
+            assert_eq!(v.to_bits(), v0.to_bits(), "{what}: value");
+            assert!(g.equal(&g0), "{what}: gradient");
+            assert_eq!(m.to_metrics().iter().count(), m0.to_metrics().iter().count(), "{what}: metrics");
+            for (k, a) in m.to_metrics().iter() {
+                assert_eq!(a.to_bits(), m0.to_metrics().get(k).unwrap().to_bits(), "{what}: {k}");
+            }
+            // and equal to the libtorch path on the same views
+            compare(&what, p, &x, &counts);
+        }
+        // a strided logp (the gradient flows back through the view to its contiguous base)
+        let base_t = c.logp.transpose(0, 1).contiguous().set_requires_grad(true);
+        let lp_view = base_t.transpose(0, 1);
+        let x = LossInputs::new(&lp_view, &c.old, &c.adv_tok, &c.mask_f).behaviour(&c.behave).groups(&groups).seed(5);
+        let out = LossConfig::new(p.check().unwrap()).loss(&x, &counts).unwrap();
+        let g = Tensor::run_backward(&[&out.loss], &[&base_t], false, false).remove(0);
+        assert_eq!(f64::try_from(&out.loss).unwrap().to_bits(), v0.to_bits(), "{}: strided logp value", loss.name());
+        assert!(g.transpose(0, 1).equal(&g0), "{}: strided logp gradient", loss.name());
+    }
+}
+
+#[test]
+fn fused_handles_empty_rows_like_libtorch() {
+    // every row empty but one, and an all-empty micro-batch
+    let c = case_shape(11, 4, 9, &[0, 0, 9, 0]);
+    let groups = Groups::uniform(2, 2).unwrap();
+    for mask in [&c.mask_f, &c.mask_b] {
+        let counts = GlobalCounts::local(mask).unwrap();
+        for loss in losses() {
+            for agg in [Aggregation::TokenMean, Aggregation::SeqMeanTokenMean, Aggregation::SeqMeanTokenSum] {
+                let x = LossInputs::new(&c.logp, &c.old, &c.adv_row, mask).groups(&groups).seed(2);
+                compare(
+                    &format!("{} {} one row", loss.name(), agg.name()),
+                    LossParams::new(loss).aggregation(agg),
+                    &x,
+                    &counts,
+                );
+            }
+        }
+    }
+    let none = Tensor::zeros([4, 9], (Kind::Float, Device::Cpu));
+    let counts = GlobalCounts::new(10.0, 4.0, 1).unwrap();
+    for loss in losses() {
+        let x = LossInputs::new(&c.logp, &c.old, &c.adv_row, &none).groups(&groups).seed(2);
+        let (v, g, _) = run(LossParams::new(loss), &x, &counts);
+        assert_eq!(v, 0.0, "{}", loss.name());
+        assert_eq!(f64::try_from(g.abs().sum(Kind::Double)).unwrap(), 0.0, "{}", loss.name());
+        compare(&format!("{} all empty", loss.name()), LossParams::new(loss), &x, &counts);
+    }
+}
