@@ -1,8 +1,8 @@
 //! TD3 or SAC on Hopper-v4 (MuJoCo; `--features mujoco`, needs `make provision-mujoco`).
 //!
 //! ```text
-//! cargo run --release --features rl-agents,mujoco --example hopper -- --algo td3 --steps 300000   # the reported run
-//! cargo run --release --features rl-agents,mujoco --example hopper -- --algo sac --steps 300000
+//! cargo run --release --features rl-agents,mujoco --example hopper -- --algo sac --steps 300000   # the reported run (docs/rl-agents.md)
+//! cargo run --release --features rl-agents,mujoco --example hopper -- --algo td3 --steps 300000
 //! cargo run --features rl-agents,mujoco --example hopper -- --steps 400 --random-steps 200 --hidden 32 --eval-every 200  # CI size
 //! ```
 //!
