@@ -6,6 +6,7 @@
 //!
 //! ```text
 //! cargo bench --features offline-rl --bench offline_algos
+//! OFFLINE_BENCH_CLOCK=cpu cargo bench --features offline-rl --bench offline_algos   # CPU time
 //! ~/.cache/frugal-rl/venv/bin/python benches/offline_algos.py --dmg-dir /tmp/ref-DMG --scas-dir /tmp/ref-SCAS
 //! ```
 //! (the Python side: the official DMG and SCAS classes from local copies of `thu-rllab/DMG`
@@ -13,6 +14,9 @@
 //! `docs/benchmarks.md`).
 
 use criterion::{criterion_group, criterion_main, Criterion};
+#[path = "support/cpu_clock.rs"]
+mod cpu_clock;
+use cpu_clock::Clock;
 use offline_rl::algo::{AlgoKind, AlgorithmParams, DatasetKind, OfflineAlgorithm};
 use rl_agents::{Batch, ReplayBuffer, ReplayBufferParams};
 use rl_core::Space;
@@ -156,8 +160,13 @@ fn run_products(ops: &[(Tensor, Tensor)]) {
     }
 }
 
-fn bench(c: &mut Criterion) {
+/// `OFFLINE_BENCH_CLOCK=cpu`: the calling thread's CPU time instead of wall time (the Python
+/// side's `--clock cpu`).
+const CLOCK_VAR: &str = "OFFLINE_BENCH_CLOCK";
+
+fn bench(c: &mut Criterion<Clock>) {
     tch::set_num_threads(1);
+    eprintln!("clock: {}", if Clock::from_env(CLOCK_VAR).cpu() { "cpu" } else { "wall" });
     let b = batch();
     let mut g = c.benchmark_group("offline_update_b256");
     g.sample_size(30);
@@ -183,5 +192,9 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+criterion_group! {
+    name = benches;
+    config = Criterion::default().with_measurement(Clock::from_env(CLOCK_VAR));
+    targets = bench
+}
 criterion_main!(benches);

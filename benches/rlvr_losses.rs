@@ -14,8 +14,10 @@
 //! `/proc/thread-self/schedstat`, nanoseconds) instead of wall time: with one libtorch thread
 //! every op and the backward pass run on the calling thread, and on a loaded machine wall time
 //! mostly measures the wait for a core. The Python side's equivalent is `--clock cpu`.
-use criterion::measurement::{Measurement, ValueFormatter};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+#[path = "support/cpu_clock.rs"]
+mod cpu_clock;
+use cpu_clock::Clock;
 use rand::Rng;
 use rlvr_core::{
     Aggregation, CispoParams, ClipCovParams, GlobalCounts, GmpoParams, Groups, GspoParams, KlCovParams, LossConfig,
@@ -33,6 +35,8 @@ fn losses() -> Vec<(&'static str, LossParams)> {
         ("cispo", LossParams::new(PolicyLoss::Cispo(CispoParams::default()))),
         ("sapo", LossParams::new(PolicyLoss::Sapo(SapoParams::default())).aggregation(Aggregation::SeqMeanTokenMean)),
         ("gpg", LossParams::new(PolicyLoss::Reinforce)),
+        // the work verl's `gpg` does: it returns no metrics (`{}`), so none are computed here
+        ("gpg_nometrics", LossParams::new(PolicyLoss::Reinforce).metrics(false)),
         ("gmpo", LossParams::new(PolicyLoss::Gmpo(GmpoParams::default())).aggregation(Aggregation::SeqMeanTokenMean)),
         ("clip_cov", LossParams::new(PolicyLoss::ClipCov(ClipCovParams::default()))),
         ("kl_cov", LossParams::new(PolicyLoss::KlCov(KlCovParams::default()))),
@@ -77,89 +81,17 @@ fn inputs(b: i64, t: i64) -> (Tensor, Tensor, Tensor, Tensor) {
     (tt(&logp).set_requires_grad(true), tt(&old), Tensor::from_slice(&adv), tt(&mask))
 }
 
-fn c_cpu() -> bool {
-    Clock::from_env().cpu
-}
-
-/// Wall time, or the calling thread's CPU time (`RLVR_BENCH_CLOCK=cpu`), in nanoseconds.
-struct Clock {
-    cpu: bool,
-    origin: std::time::Instant,
-}
-
-impl Clock {
-    fn from_env() -> Self {
-        let cpu = std::env::var("RLVR_BENCH_CLOCK").is_ok_and(|v| v == "cpu");
-        Self { cpu, origin: std::time::Instant::now() }
-    }
-
-    fn now(&self) -> u64 {
-        if self.cpu {
-            // first field: time this thread has spent on a CPU, in ns
-            std::fs::read_to_string("/proc/thread-self/schedstat")
-                .ok()
-                .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
-                .unwrap_or_else(|| unreachable!("RLVR_BENCH_CLOCK=cpu needs Linux /proc/thread-self/schedstat"))
-        } else {
-            self.origin.elapsed().as_nanos() as u64
-        }
-    }
-}
-
-impl Measurement for Clock {
-    type Intermediate = u64;
-    type Value = u64;
-    fn start(&self) -> u64 {
-        self.now()
-    }
-    fn end(&self, i: u64) -> u64 {
-        self.now().saturating_sub(i)
-    }
-    fn add(&self, a: &u64, b: &u64) -> u64 {
-        a + b
-    }
-    fn zero(&self) -> u64 {
-        0
-    }
-    fn to_f64(&self, v: &u64) -> f64 {
-        *v as f64
-    }
-    fn formatter(&self) -> &dyn ValueFormatter {
-        self
-    }
-}
-
-impl ValueFormatter for Clock {
-    fn scale_values(&self, typical_ns: f64, values: &mut [f64]) -> &'static str {
-        let (f, unit) = match typical_ns {
-            x if x < 1e3 => (1.0, "ns"),
-            x if x < 1e6 => (1e-3, "µs"),
-            x if x < 1e9 => (1e-6, "ms"),
-            _ => (1e-9, "s"),
-        };
-        values.iter_mut().for_each(|v| *v *= f);
-        unit
-    }
-    fn scale_throughputs(&self, _typical: f64, throughput: &Throughput, values: &mut [f64]) -> &'static str {
-        // per second of the clock: bytes or elements divided by seconds
-        let per = match throughput {
-            Throughput::Bytes(n) | Throughput::BytesDecimal(n) | Throughput::Elements(n) => *n as f64,
-        };
-        values.iter_mut().for_each(|v| *v = per / (*v * 1e-9) / (1u64 << 30) as f64);
-        match throughput {
-            Throughput::Elements(_) => "Gi elem/s",
-            _ => "GiB/s",
-        }
-    }
-    fn scale_for_machines(&self, _values: &mut [f64]) -> &'static str {
-        "ns"
-    }
-}
+/// `RLVR_BENCH_CLOCK=cpu`: the calling thread's CPU time instead of wall time.
+const CLOCK_VAR: &str = "RLVR_BENCH_CLOCK";
 
 fn bench(c: &mut Criterion<Clock>) {
     let threads = std::env::var("RLVR_BENCH_THREADS").ok().and_then(|v| v.parse().ok()).unwrap_or(1);
     tch::set_num_threads(threads);
-    eprintln!("torch threads: {}, clock: {}", tch::get_num_threads(), if c_cpu() { "cpu" } else { "wall" });
+    eprintln!(
+        "torch threads: {}, clock: {}",
+        tch::get_num_threads(),
+        if Clock::from_env(CLOCK_VAR).cpu() { "cpu" } else { "wall" }
+    );
     for (b, t) in [(64i64, 512i64), (512, 4096)] {
         let (logp, old, adv, mask) = inputs(b, t);
         let groups = Groups::uniform((b / 8) as usize, 8).unwrap_or_else(|e| unreachable!("{e}"));
@@ -193,7 +125,7 @@ fn bench(c: &mut Criterion<Clock>) {
 
 criterion_group! {
     name = benches;
-    config = Criterion::default().with_measurement(Clock::from_env());
+    config = Criterion::default().with_measurement(Clock::from_env(CLOCK_VAR));
     targets = bench
 }
 criterion_main!(benches);

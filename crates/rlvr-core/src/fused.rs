@@ -41,11 +41,23 @@ pub(crate) const EXPM20_F32: f32 = 2.061_153_6e-9; // e^-20 rounded to f32
 /// polynomial; the input is clamped to `[−87, 88]` (no overflow, no subnormals).
 #[inline(always)]
 pub(crate) fn exp_f32(x: f32) -> f32 {
+    exp_in_range(x.clamp(-87.0, 88.0))
+}
+
+/// [`exp_f32`] of a log-ratio clamped to `[−20, 20]` (verl's clamp), without the second
+/// clamp: the same bits for every input, NaN included, in fewer instructions.
+#[inline(always)]
+pub(crate) fn exp_clamp20(x: f32) -> f32 {
+    exp_in_range(x.clamp(-20.0, 20.0))
+}
+
+/// The body of [`exp_f32`] for `x` already in `[−87, 88]` (or NaN, which propagates).
+#[inline(always)]
+fn exp_in_range(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     const MAGIC: f32 = 12_582_912.0; // 1.5 · 2^23: adding it rounds to an integer
-    let x = x.clamp(-87.0, 88.0);
     let t = x * LOG2E + MAGIC;
     let k = t - MAGIC;
     let ki = t.to_bits() as i32 - MAGIC.to_bits() as i32;
@@ -543,7 +555,7 @@ impl Kernel {
                 let raw_row = &mut s.aux[..t];
                 let mask_mode = p.mode == IsMode::Mask;
                 for ((((wi, ri), &o), &bh), _) in w.iter_mut().zip(raw_row.iter_mut()).zip(old).zip(b).zip(m) {
-                    let raw = exp_f32((o - bh).clamp(-20.0, 20.0));
+                    let raw = exp_clamp20(o - bh);
                     let inside = raw >= lower && raw <= upper;
                     *ri = raw;
                     *wi = if mask_mode {
@@ -672,8 +684,13 @@ impl Kernel {
         }
     }
 
-    /// REINFORCE on one block: the checks of [`Kernel::prepass`], then gradient, value and
-    /// ratio in one elementwise loop (vectorised) and their sums.
+    /// REINFORCE on one block: gradient, value and ratio in one elementwise loop (vectorised),
+    /// their sums, and the checks of [`Kernel::prepass`] read off the `ppo_kl` sum.
+    ///
+    /// Every non-finite `logp`, `old_logp` or mask value makes its term `m (old − logp)` NaN
+    /// or infinite (`0 · ∞` is NaN), so a finite sum proves the block finite without a pass of
+    /// its own; a non-finite sum (also reached by finite values whose difference overflows) is
+    /// confirmed by the exact check, so the answer is the same as [`Kernel::prepass`]'s.
     #[inline(always)]
     fn reinforce_sweep(
         &self,
@@ -685,7 +702,6 @@ impl Kernel {
         sums: &mut Sums,
     ) -> (bool, f64, f64) {
         let t = grad.len();
-        let ok = all_finite3(&x.lp[..t], &x.old[..t], &x.mask[..t]);
         let (g, val, ratio, klv) = (&mut grad[..t], &mut s.val[..t], &mut s.ratio[..t], &mut s.aux[..t]);
         if self.metrics {
             dispatch!(x.adv, w, t, reinforce_loop::<_, _, true>(x, c, g, val, ratio, klv));
@@ -695,7 +711,9 @@ impl Kernel {
         }
         sums.pg_value += sum_f32(val);
         // REINFORCE's `ppo_kl` is never clamped (`Kernel::prepass` mode 0)
-        (ok, sum_f32(&x.mask[..t]), sum_f32(klv))
+        let kl = sum_f32(klv);
+        let ok = kl.is_finite() || all_finite3(&x.lp[..t], &x.old[..t], &x.mask[..t]);
+        (ok, sum_f32(&x.mask[..t]), kl)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1089,7 +1107,7 @@ fn cispo_loop<A: Src, W: Src>(
     let (val, ratio, up, low) = (&mut val[..t], &mut ratio[..t], &mut up[..t], &mut low[..t]);
     for i in 0..t {
         let (l, mm) = (lp[i], m[i]);
-        let r = exp_f32((l - old[i]).clamp(-20.0, 20.0));
+        let r = exp_clamp20(l - old[i]);
         let wc = fmin(fmax(r, lo), hi);
         let g = -a.at(i) * c * mm * w.at(i) * wc;
         grad[i] = g;
@@ -1121,7 +1139,7 @@ fn sapo_loop<A: Src, W: Src>(
     for i in 0..t {
         let mm = m[i];
         let av = a.at(i);
-        let r = exp_f32((lp[i] - old[i]).clamp(-20.0, 20.0));
+        let r = exp_clamp20(lp[i] - old[i]);
         let tau = if av > 0.0 { tp } else { tn };
         let sig = 1.0 / (1.0 + exp_f32(-tau * (r - 1.0)));
         let coef = -av * c * mm * w.at(i);
@@ -1155,7 +1173,7 @@ fn reinforce_loop<A: Src, W: Src, const MET: bool>(
         val[i] = g * lp[i];
         klv[i] = m[i] * (old[i] - lp[i]);
         if MET {
-            ratio[i] = m[i] * exp_f32((lp[i] - old[i]).clamp(-20.0, 20.0));
+            ratio[i] = m[i] * exp_clamp20(lp[i] - old[i]);
         }
     }
 }
@@ -1226,7 +1244,7 @@ fn lpo_loop<W: Src>(
         let coef = ck * mm * w.at(i);
         val[i] = coef * dc;
         grad[i] = if dc == d { coef } else { 0.0 };
-        ratio[i] = mm * exp_f32(d.clamp(-20.0, 20.0));
+        ratio[i] = mm * exp_clamp20(d);
         lo[i] = b2f(mm > 0.0) * b2f(dc != d);
     }
 }
@@ -1296,6 +1314,12 @@ mod tests {
         assert_eq!(exp_f32(0.0), 1.0);
         assert_eq!(exp_f32(-1000.0), exp_f32(-87.0));
         assert!(exp_f32(1000.0).is_finite());
+        // the clamped-ratio form: the same bits as clamping first, NaN propagated
+        for x in [-1000.0f32, -20.5, -20.0, -3.25, -1e-6, 0.0, 0.7, 19.99, 20.0, 55.0, f32::INFINITY, f32::NEG_INFINITY]
+        {
+            assert_eq!(exp_clamp20(x).to_bits(), exp_f32(x.clamp(-20.0, 20.0)).to_bits(), "{x}");
+        }
+        assert!(exp_clamp20(f32::NAN).is_nan());
     }
 
     #[test]

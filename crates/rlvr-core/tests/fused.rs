@@ -209,6 +209,52 @@ fn fused_reports_non_finite_inputs_like_the_libtorch_path() {
 }
 
 #[test]
+fn reinforce_finds_every_non_finite_input_in_its_single_sweep() {
+    // REINFORCE reads its checks off the `ppo_kl` sum: every non-finite logp, old_logp or mask
+    // value, masked or not, must still be an input error naming the value, on both paths
+    let c = case(5);
+    let counts = GlobalCounts::local(&c.mask_f).unwrap();
+    let at = |x: &Tensor, i: i64, v: f64| {
+        let y = x.copy();
+        let _ = y.view([-1]).get(i).fill_(v);
+        y
+    };
+    let cases = [
+        ("old_logp", 40, f64::NAN),
+        ("logp", 3 * T + 5, f64::INFINITY), // row 3 is all padding
+        ("logp", 2, f64::NEG_INFINITY),
+        ("mask", 77, f64::NAN),
+        ("mask", 8, f64::INFINITY),
+        ("old_logp", B * T - 1, f64::NEG_INFINITY), // the last element (a remainder lane)
+    ];
+    for (what, i, v) in cases {
+        let (mut lp, mut old, mut mask) = (c.logp.copy(), c.old.copy(), c.mask_f.copy());
+        match what {
+            "logp" => lp = at(&c.logp, i, v),
+            "old_logp" => old = at(&c.old, i, v),
+            _ => mask = at(&c.mask_f, i, v),
+        }
+        for fused in [true, false] {
+            let p = LossParams::new(PolicyLoss::Reinforce).fused_cpu(fused).check().unwrap();
+            match LossConfig::new(p).loss(&LossInputs::new(&lp, &old, &c.adv_row, &mask), &counts) {
+                Err(RlvrCoreError::NonFinite { what: w, index, .. }) => {
+                    assert_eq!((w.as_str(), index), (what, i as usize), "fused {fused}");
+                }
+                other => panic!("{what}[{i}] = {v}, fused {fused}: {other:?}"),
+            }
+        }
+    }
+    // finite values whose difference overflows f32 are not an input error (the sum's alarm is
+    // confirmed by the exact check)
+    let (lp, old) = (at(&c.logp, 10, -3.0e38), at(&c.old, 10, 3.0e38));
+    for fused in [true, false] {
+        let p = LossParams::new(PolicyLoss::Reinforce).fused_cpu(fused).check().unwrap();
+        let r = LossConfig::new(p).loss(&LossInputs::new(&lp, &old, &c.adv_row, &c.mask_f), &counts);
+        assert!(r.is_ok(), "fused {fused}: {r:?}");
+    }
+}
+
+#[test]
 fn fused_handles_an_all_padding_micro_batch_with_the_correction_on() {
     let c = case(4);
     let zero = Tensor::zeros([B, T], (Kind::Float, Device::Cpu));
