@@ -311,6 +311,18 @@ fn avx2_fma() -> bool {
     std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
 }
 
+/// Whether the CPU has AVX-512 (F, BW, DQ, VL) besides AVX2 and FMA (detected once, then
+/// cached by `std`).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+fn avx512() -> bool {
+    avx2_fma()
+        && std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512dq")
+        && std::arch::is_x86_feature_detected!("avx512vl")
+}
+
 /// The row's per-token weight, `Per::Row(1)` without correction.
 struct IsRow {
     w: f32,
@@ -326,10 +338,35 @@ impl Kernel {
     #[allow(unsafe_code)]
     pub(crate) fn row(&self, x: &RowIn<'_>, extra: &RowExtra<'_>, grad: &mut [f32], s: &mut Scratch, sums: &mut Sums) {
         #[cfg(target_arch = "x86_64")]
-        if avx2_fma() {
-            // SAFETY: `row_avx2` only needs the CPU to support AVX2 and FMA, checked just above.
-            return unsafe { self.row_avx2(x, extra, grad, s, sums) };
+        {
+            if avx512() {
+                // SAFETY: `row_avx512` only needs AVX-512 F/BW/DQ/VL, AVX2 and FMA, checked just above.
+                return unsafe { self.row_avx512(x, extra, grad, s, sums) };
+            }
+            if avx2_fma() {
+                // SAFETY: `row_avx2` only needs the CPU to support AVX2 and FMA, checked just above.
+                return unsafe { self.row_avx2(x, extra, grad, s, sums) };
+            }
         }
+        self.row_impl(x, extra, grad, s, sums);
+    }
+
+    /// [`Kernel::row`] compiled for AVX-512 (16 `f32` lanes). Bit-identical to the baseline
+    /// build's results for the same reason as [`Kernel::row_avx2`]'s.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512 F, BW, DQ and VL, AVX2 and FMA.
+    #[cfg(target_arch = "x86_64")]
+    #[allow(unsafe_code)]
+    #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl,avx2,fma")]
+    unsafe fn row_avx512(
+        &self,
+        x: &RowIn<'_>,
+        extra: &RowExtra<'_>,
+        grad: &mut [f32],
+        s: &mut Scratch,
+        sums: &mut Sums,
+    ) {
         self.row_impl(x, extra, grad, s, sums);
     }
 
@@ -1344,7 +1381,7 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     #[allow(unsafe_code)]
-    fn avx2_rows_equal_baseline_rows_bit_for_bit() {
+    fn simd_rows_equal_baseline_rows_bit_for_bit() {
         use crate::policy::{CispoParams, GmpoParams, GspoParams, PpoParams, SapoParams};
         if !avx2_fma() {
             return; // nothing to compare on this CPU
@@ -1386,6 +1423,23 @@ mod tests {
                 unsafe { k.row_avx2(&x, &extra, &mut g1, &mut Scratch::default(), &mut s1) };
                 let bits = |g: &[f32]| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
                 assert_eq!(bits(&g0), bits(&g1), "{policy:?}: gradient");
+                if avx512() {
+                    let (mut g2, mut s2) = (vec![0f32; t], Sums::default());
+                    // SAFETY: AVX-512 F/BW/DQ/VL, AVX2 and FMA are available (checked just above).
+                    unsafe { k.row_avx512(&x, &extra, &mut g2, &mut Scratch::default(), &mut s2) };
+                    assert_eq!(bits(&g0), bits(&g2), "{policy:?}: gradient (AVX-512)");
+                    for (a, b) in [
+                        (s0.pg_value, s2.pg_value),
+                        (s0.kl_value, s2.kl_value),
+                        (s0.tokens, s2.tokens),
+                        (s0.ppo_kl, s2.ppo_kl),
+                        (s0.ratio, s2.ratio),
+                        (s0.clip_up, s2.clip_up),
+                        (s0.clip_lo, s2.clip_lo),
+                    ] {
+                        assert_eq!(a.to_bits(), b.to_bits(), "{policy:?}: sums (AVX-512) {s0:?} vs {s2:?}");
+                    }
+                }
                 assert!(g0.iter().any(|&v| v != 0.0), "{policy:?}: a gradient to compare");
                 for (a, b) in [
                     (s0.pg_value, s1.pg_value),
