@@ -639,44 +639,18 @@ impl Bidder for DtBidder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::{Step, Trajectory};
+    use crate::dataset::fixture::{toy_dataset, ToyStep};
 
     /// α / CPA depends on the return still to go: 2 if two conversions remain, else 0.5 — a
     /// policy only a return-conditioned model can represent from states that are all alike.
     fn toy() -> TrajectoryDataset {
-        let mut ds = TrajectoryDataset::default();
-        for k in 0..24usize {
+        toy_dataset(24, 12, 40.0, |k, t| {
             let good = k % 2 == 0;
-            let steps = (0..12)
-                .map(|t| {
-                    let mut state = [0.0f32; STATE_DIM];
-                    state[0] = (12 - t) as f32 / 12.0;
-                    Step {
-                        tick: t,
-                        remaining_budget: 1.0,
-                        state,
-                        action: 40.0 * if good { 2.0 } else { 0.5 },
-                        reward: if good && t == 11 { 2.0 } else { 0.0 },
-                        reward_continuous: 0.0,
-                        cost: 0.0,
-                        wins: 0,
-                        exposures: 0,
-                        num_pv: 10,
-                        done: t == 11,
-                    }
-                })
-                .collect();
-            ds.trajectories.push(Trajectory {
-                period: 0,
-                advertiser: k,
-                category: 0,
-                budget: 1.0,
-                cpa: 40.0,
-                bidder: "toy".into(),
-                steps,
-            });
-        }
-        ds
+            let mut state = [0.0f32; STATE_DIM];
+            state[0] = (12 - t) as f32 / 12.0;
+            let reward = if good && t == 11 { 2.0 } else { 0.0 };
+            ToyStep { reward, ..ToyStep::new(state, 40.0 * if good { 2.0 } else { 0.5 }) }
+        })
     }
 
     fn params() -> rl_core::Valid<DtParams> {

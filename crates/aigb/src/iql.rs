@@ -364,7 +364,7 @@ impl Bidder for IqlBidder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::{Step, Trajectory};
+    use crate::dataset::fixture::{toy_dataset, ToyStep};
     use crate::learned::{BcParams, BcTrainer};
 
     const CPA: f64 = 80.0;
@@ -379,40 +379,13 @@ mod tests {
     /// best 2.5); the reward depends on the action only, the states on time and a pseudo-random
     /// feature.
     fn toy(n: usize) -> TrajectoryDataset {
-        let mut ds = TrajectoryDataset::default();
-        for k in 0..n {
-            let steps = (0..48)
-                .map(|t| {
-                    let mut state = [0.0f32; STATE_DIM];
-                    state[0] = (48 - t) as f32 / 48.0;
-                    state[1] = ((k * 7 + t * 3) % 48) as f32 / 48.0;
-                    let x = 0.5 + 3.0 * (((k * 31 + t * 17) % 97) as f64 / 96.0);
-                    Step {
-                        tick: t,
-                        remaining_budget: 1.0,
-                        state,
-                        action: CPA * x,
-                        reward: 0.0,
-                        reward_continuous: toy_reward(x),
-                        cost: 0.0,
-                        wins: 0,
-                        exposures: 0,
-                        num_pv: 10,
-                        done: t == 47,
-                    }
-                })
-                .collect();
-            ds.trajectories.push(Trajectory {
-                period: 0,
-                advertiser: k,
-                category: 0,
-                budget: 1.0,
-                cpa: CPA,
-                bidder: "toy".into(),
-                steps,
-            });
-        }
-        ds
+        toy_dataset(n, 48, CPA, |k, t| {
+            let mut state = [0.0f32; STATE_DIM];
+            state[0] = (48 - t) as f32 / 48.0;
+            state[1] = ((k * 7 + t * 3) % 48) as f32 / 48.0;
+            let x = 0.5 + 3.0 * (((k * 31 + t * 17) % 97) as f64 / 96.0);
+            ToyStep { reward_continuous: toy_reward(x), ..ToyStep::new(state, CPA * x) }
+        })
     }
 
     fn small(steps: u64) -> IqlBidderParams {

@@ -198,43 +198,16 @@ impl BcTrainer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::{Step, Trajectory};
+    use crate::dataset::fixture::{toy_dataset, ToyStep};
 
     /// A dataset whose action is a known function of the state: α / CPA = 0.5 + budget_left.
     fn toy() -> TrajectoryDataset {
-        let mut ds = TrajectoryDataset::default();
-        for k in 0..40 {
-            let steps = (0..48)
-                .map(|t| {
-                    let mut state = [0.0f32; STATE_DIM];
-                    state[0] = (48 - t) as f32 / 48.0;
-                    state[1] = ((k * 7 + t * 3) % 48) as f32 / 48.0;
-                    Step {
-                        tick: t,
-                        remaining_budget: 1.0,
-                        state,
-                        action: 80.0 * (0.5 + f64::from(state[1])),
-                        reward: 0.0,
-                        reward_continuous: 0.0,
-                        cost: 0.0,
-                        wins: 0,
-                        exposures: 0,
-                        num_pv: 10,
-                        done: t == 47,
-                    }
-                })
-                .collect();
-            ds.trajectories.push(Trajectory {
-                period: 0,
-                advertiser: k,
-                category: 0,
-                budget: 1.0,
-                cpa: 80.0,
-                bidder: "toy".into(),
-                steps,
-            });
-        }
-        ds
+        toy_dataset(40, 48, 80.0, |k, t| {
+            let mut state = [0.0f32; STATE_DIM];
+            state[0] = (48 - t) as f32 / 48.0;
+            state[1] = ((k * 7 + t * 3) % 48) as f32 / 48.0;
+            ToyStep::new(state, 80.0 * (0.5 + f64::from(state[1])))
+        })
     }
 
     #[test]

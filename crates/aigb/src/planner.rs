@@ -1130,48 +1130,25 @@ impl Bidder for PlannerBidder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::Step;
+    use crate::dataset::fixture::{toy_dataset, ToyStep};
 
     /// Trajectories of 8 ticks whose feature 0 is a line of slope +0.5 or −0.5 (a bimodal
     /// distribution over whole trajectories); the condition is 1 for the rising mode.
     fn toy(n: usize, ticks: usize) -> TrajectoryDataset {
-        let mut ds = TrajectoryDataset::default();
-        for k in 0..n {
+        toy_dataset(n, ticks, 40.0, |k, t| {
             let up = k % 2 == 0;
-            let steps = (0..ticks)
-                .map(|t| {
-                    let mut state = [0.0f32; STATE_DIM];
-                    let u = t as f32 / 7.0;
-                    for (d, x) in state.iter_mut().enumerate() {
-                        let line = if up { -0.5 + u } else { 0.5 - u };
-                        *x = line * (1.0 + d as f32 / 16.0);
-                    }
-                    Step {
-                        tick: t,
-                        remaining_budget: 1.0,
-                        state,
-                        action: if up { 60.0 } else { 20.0 },
-                        reward: if up && t == 0 { 3.0 } else { 0.0 },
-                        reward_continuous: 0.0,
-                        cost: if up { 0.1 } else { 0.0 },
-                        wins: 0,
-                        exposures: 0,
-                        num_pv: 10,
-                        done: t + 1 == ticks,
-                    }
-                })
-                .collect();
-            ds.trajectories.push(Trajectory {
-                period: 0,
-                advertiser: k,
-                category: 0,
-                budget: 1.0,
-                cpa: 40.0,
-                bidder: "toy".into(),
-                steps,
-            });
-        }
-        ds
+            let mut state = [0.0f32; STATE_DIM];
+            let u = t as f32 / 7.0;
+            for (d, x) in state.iter_mut().enumerate() {
+                let line = if up { -0.5 + u } else { 0.5 - u };
+                *x = line * (1.0 + d as f32 / 16.0);
+            }
+            ToyStep {
+                reward: if up && t == 0 { 3.0 } else { 0.0 },
+                cost: if up { 0.1 } else { 0.0 },
+                ..ToyStep::new(state, if up { 60.0 } else { 20.0 })
+            }
+        })
     }
 
     fn params() -> PlannerParams {
