@@ -1415,42 +1415,27 @@ mod tests {
                     metrics: true,
                 };
                 let x = RowIn { lp: &lp, old: &old, mask: &mask, adv: adv_in, behave: None, refl: Some(&refl) };
-                let (mut g0, mut g1) = (vec![0f32; t], vec![0f32; t]);
-                let (mut s0, mut s1) = (Sums::default(), Sums::default());
                 let extra = RowExtra::default();
+                let (mut g0, mut s0) = (vec![0f32; t], Sums::default());
                 k.row_impl(&x, &extra, &mut g0, &mut Scratch::default(), &mut s0);
-                // SAFETY: AVX2 and FMA are available (checked above).
-                unsafe { k.row_avx2(&x, &extra, &mut g1, &mut Scratch::default(), &mut s1) };
-                let bits = |g: &[f32]| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
-                assert_eq!(bits(&g0), bits(&g1), "{policy:?}: gradient");
-                if avx512() {
-                    let (mut g2, mut s2) = (vec![0f32; t], Sums::default());
-                    // SAFETY: AVX-512 F/BW/DQ/VL, AVX2 and FMA are available (checked just above).
-                    unsafe { k.row_avx512(&x, &extra, &mut g2, &mut Scratch::default(), &mut s2) };
-                    assert_eq!(bits(&g0), bits(&g2), "{policy:?}: gradient (AVX-512)");
-                    for (a, b) in [
-                        (s0.pg_value, s2.pg_value),
-                        (s0.kl_value, s2.kl_value),
-                        (s0.tokens, s2.tokens),
-                        (s0.ppo_kl, s2.ppo_kl),
-                        (s0.ratio, s2.ratio),
-                        (s0.clip_up, s2.clip_up),
-                        (s0.clip_lo, s2.clip_lo),
-                    ] {
-                        assert_eq!(a.to_bits(), b.to_bits(), "{policy:?}: sums (AVX-512) {s0:?} vs {s2:?}");
-                    }
-                }
                 assert!(g0.iter().any(|&v| v != 0.0), "{policy:?}: a gradient to compare");
-                for (a, b) in [
-                    (s0.pg_value, s1.pg_value),
-                    (s0.kl_value, s1.kl_value),
-                    (s0.tokens, s1.tokens),
-                    (s0.ppo_kl, s1.ppo_kl),
-                    (s0.ratio, s1.ratio),
-                    (s0.clip_up, s1.clip_up),
-                    (s0.clip_lo, s1.clip_lo),
-                ] {
-                    assert_eq!(a.to_bits(), b.to_bits(), "{policy:?}: sums {s0:?} vs {s1:?}");
+                let bits = |g: &[f32]| g.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+                let sums = |s: &Sums| {
+                    [s.pg_value, s.kl_value, s.tokens, s.ppo_kl, s.ratio, s.clip_up, s.clip_lo].map(f64::to_bits)
+                };
+                for build in ["AVX2", "AVX-512"] {
+                    let (mut g1, mut s1) = (vec![0f32; t], Sums::default());
+                    match build {
+                        // SAFETY: AVX2 and FMA are available (checked above).
+                        "AVX2" => unsafe { k.row_avx2(&x, &extra, &mut g1, &mut Scratch::default(), &mut s1) },
+                        // SAFETY: AVX-512 F/BW/DQ/VL, AVX2 and FMA are available (checked just before).
+                        _ if avx512() => unsafe {
+                            k.row_avx512(&x, &extra, &mut g1, &mut Scratch::default(), &mut s1);
+                        },
+                        _ => continue, // not on this CPU
+                    }
+                    assert_eq!(bits(&g0), bits(&g1), "{policy:?}: gradient ({build})");
+                    assert_eq!(sums(&s0), sums(&s1), "{policy:?}: sums ({build}) {s0:?} vs {s1:?}");
                 }
             }
         }
