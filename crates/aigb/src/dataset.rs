@@ -468,8 +468,8 @@ fn column_name(i: usize) -> String {
     }
 }
 
-/// Toy datasets for the learners' unit tests.
-#[cfg(test)]
+/// Toy datasets for the learners' unit tests (the learners need `tch`).
+#[cfg(all(test, feature = "tch"))]
 pub(crate) mod fixture {
     use super::{Step, Trajectory, TrajectoryDataset};
     use crate::bidder::STATE_DIM;
