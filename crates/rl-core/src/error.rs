@@ -56,6 +56,17 @@ pub enum RlCoreError {
         /// The length of the indexed collection.
         len: usize,
     },
+    /// An input declared a size beyond the caller's memory budget ([`crate::MemoryBudget`]); nothing
+    /// was allocated.
+    #[error("`{what}` would need {bytes} bytes, above the memory budget of {limit} bytes")]
+    TooLarge {
+        /// What would have been allocated (a dataset column, a parameter).
+        what: String,
+        /// The bytes the declared size needs (saturated at `u64::MAX` on overflow).
+        bytes: u64,
+        /// The budget in force.
+        limit: u64,
+    },
     /// I/O failure (metrics sink, files).
     #[error(transparent)]
     Io(#[from] std::io::Error),

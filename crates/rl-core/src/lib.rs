@@ -13,6 +13,7 @@
 //! - [`Params`] / [`Valid`]: the one validation shape of every parameter set.
 //! - [`seed`]: reproducible, serialisable generators and derived streams.
 //! - [`stats`]: running mean/std, quantiles, CVaR, Pearson/Spearman.
+//! - [`MemoryBudget`]: the size limit every reader of untrusted input checks before allocating.
 //! - [`RlCoreError`]: the one error type; nothing here panics on caller input.
 //!
 //! ```
@@ -27,6 +28,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod batch;
+pub mod budget;
 pub mod env;
 pub mod episode;
 pub mod error;
@@ -37,6 +39,7 @@ pub mod space;
 pub mod stats;
 
 pub use batch::{TransitionColumns, Transitions};
+pub use budget::MemoryBudget;
 pub use env::{rollout_episode, ActMode, Env, Policy, RandomPolicy, Step};
 pub use episode::{EpisodeStats, EpisodeSummary};
 pub use error::{check_finite, check_finite_f64, Result, RlCoreError};
