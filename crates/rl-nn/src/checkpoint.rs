@@ -46,10 +46,14 @@ use std::path::{Path, PathBuf};
 
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 use tch::nn::VarStore;
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
 use crate::error::{Result, RlNnError};
+
+mod unit;
+pub use unit::{open_unit, Unit, UnitWriter, MANIFEST_FILE, UNIT_LAYOUT_VERSION};
 
 /// The JSON file of a checkpoint directory.
 pub const STATE_FILE: &str = "state.json";
@@ -90,6 +94,63 @@ fn ensure_parent(path: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The SHA-256 of the file `path`, as 64 lowercase hex digits (read in 1 MiB blocks, so any
+/// size works).
+///
+/// # Errors
+/// [`RlNnError::MissingFile`] when it does not exist, [`RlNnError::CorruptCheckpoint`] when it
+/// cannot be read.
+pub fn sha256_file(path: impl AsRef<Path>) -> Result<String> {
+    use std::io::Read;
+    let path = path.as_ref();
+    let mut f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(RlNnError::MissingFile { path: path_str(path) })
+        }
+        Err(e) => return Err(RlNnError::CorruptCheckpoint { path: path_str(path), reason: e.to_string() }),
+    };
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f
+            .read(&mut buf)
+            .map_err(|e| RlNnError::CorruptCheckpoint { path: path_str(path), reason: e.to_string() })?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(format!("{:x}", h.finalize()))
+}
+
+/// The SHA-256 of `bytes`, as 64 lowercase hex digits.
+pub fn sha256_bytes(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
+}
+
+/// Errors with [`RlNnError::NonFiniteTensor`] (naming `name` in checkpoint `path`, the first
+/// offending flat index and value) when the floating-point tensor `t` holds a NaN or an
+/// infinity; tensors of other kinds pass. One pass on the tensor's device; the host copy is
+/// made only to report the offending element.
+///
+/// # Errors
+/// [`RlNnError::NonFiniteTensor`]; libtorch failures.
+pub fn check_finite_tensor(t: &Tensor, name: &str, path: &str) -> Result<()> {
+    if !t.defined() || !crate::check::is_float(t.f_kind()?) || t.numel() == 0 {
+        return Ok(());
+    }
+    let flat = t.f_detach()?.f_reshape([-1])?;
+    let finite = flat.f_isfinite()?;
+    if finite.f_all()?.f_int64_value(&[])? != 0 {
+        return Ok(());
+    }
+    let bad = finite.f_logical_not()?.f_nonzero()?;
+    let index = bad.f_int64_value(&[0, 0])?;
+    let value = flat.f_to_kind(Kind::Double)?.f_double_value(&[index])?;
+    Err(RlNnError::NonFiniteTensor { path: path.into(), name: name.into(), index: index.max(0) as usize, value })
 }
 
 /// Writes named tensors (moved to CPU, made contiguous) to the safetensors file `path`, through
@@ -136,11 +197,13 @@ pub fn save(vs: &VarStore, path: impl AsRef<Path>) -> Result<()> {
     save_tensors(&var_store_tensors(vs, ""), path)
 }
 
-/// Reads every tensor of a safetensors file, by name.
+/// Reads every tensor of a safetensors file, by name, and refuses any floating-point tensor
+/// that holds a NaN or an infinity.
 ///
 /// # Errors
 /// [`RlNnError::MissingFile`] when the file does not exist, [`RlNnError::CorruptCheckpoint`]
-/// when it is truncated or not safetensors.
+/// when it is truncated or not safetensors, [`RlNnError::NonFiniteTensor`] naming the first
+/// tensor (sorted by name) with a non-finite value.
 pub fn read_tensors(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> {
     let path = path.as_ref();
     let meta = match std::fs::metadata(path) {
@@ -159,19 +222,24 @@ pub fn read_tensors(path: impl AsRef<Path>) -> Result<BTreeMap<String, Tensor>> 
             reason: format!("file has {} bytes, too short for a header", meta.len()),
         });
     }
-    Tensor::read_safetensors(path)
+    let tensors: BTreeMap<String, Tensor> = Tensor::read_safetensors(path)
         .map(|v| v.into_iter().collect())
-        .map_err(|e| RlNnError::CorruptCheckpoint { path: path_str(path), reason: e.to_string() })
+        .map_err(|e| RlNnError::CorruptCheckpoint { path: path_str(path), reason: e.to_string() })?;
+    let shown = path_str(path);
+    for (name, t) in &tensors {
+        check_finite_tensor(t, name, &shown)?;
+    }
+    Ok(tensors)
 }
 
 /// Checks that `file` holds every variable of `vs` under `prefix` with the variable's shape
-/// (and, with [`LoadMode::Strict`], nothing else under `prefix`), changing nothing. `path`
-/// names the source in errors.
+/// and only finite values (and, with [`LoadMode::Strict`], nothing else under `prefix`),
+/// changing nothing. `path` names the source in errors.
 ///
 /// # Errors
 /// [`RlNnError::MissingTensor`] (the first missing name, sorted), [`RlNnError::TensorShape`],
 /// [`RlNnError::UnexpectedTensors`], [`RlNnError::CorruptCheckpoint`] for a non-floating
-/// tensor where the variable is floating.
+/// tensor where the variable is floating, [`RlNnError::NonFiniteTensor`].
 pub fn check_map(
     vs: &VarStore,
     file: &BTreeMap<String, Tensor>,
@@ -196,6 +264,7 @@ pub fn check_map(
                 reason: format!("`{key}` has kind {:?}, the variable is {:?}", t.kind(), var.kind()),
             });
         }
+        check_finite_tensor(t, key, path)?;
     }
     if mode == LoadMode::Strict {
         let known: std::collections::BTreeSet<&str> = vars.iter().map(|(k, _)| k.as_str()).collect();
@@ -245,11 +314,22 @@ pub fn load(vs: &VarStore, path: impl AsRef<Path>, mode: LoadMode) -> Result<()>
     load_map(vs, &file, "", mode, &path_str(path))
 }
 
+/// The content hashes `state.json` records: `state` is the SHA-256 of the state's compact JSON
+/// (`serde_json::to_vec` of the parsed value, so whitespace does not matter and every value
+/// does), `tensors` the SHA-256 of `tensors.safetensors`.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Sums {
+    state: String,
+    tensors: String,
+}
+
 #[derive(Serialize)]
-struct EnvelopeOut<'a, S> {
+struct EnvelopeOut<'a> {
     kind: &'a str,
     format_version: u32,
-    state: &'a S,
+    state: &'a serde_json::Value,
+    sha256: Sums,
 }
 
 #[derive(Deserialize)]
@@ -258,6 +338,14 @@ struct EnvelopeIn {
     kind: String,
     format_version: u32,
     state: serde_json::Value,
+    #[serde(default)]
+    sha256: Option<Sums>,
+}
+
+/// The hash of a state value: SHA-256 of its compact JSON. Objects serialise with sorted keys
+/// and numbers in one canonical form, so two values hash alike exactly when they are equal.
+fn state_sha256(state: &serde_json::Value) -> Result<String> {
+    Ok(sha256_bytes(&serde_json::to_vec(state)?))
 }
 
 /// Refuses to replace anything but a checkpoint directory (only our two files inside).
@@ -288,9 +376,12 @@ fn replaceable(dir: &Path) -> Result<bool> {
 }
 
 /// Writes the checkpoint directory `dir`: `state.json` = `{"kind": kind, "format_version":
-/// format_version, "state": state}` and `tensors.safetensors` = `tensors`. Everything is written
-/// to a temporary sibling directory first, then renamed to `dir` (an existing checkpoint
-/// directory there is replaced; anything else there is an error).
+/// format_version, "state": state, "sha256": {"state": .., "tensors": ..}}` and
+/// `tensors.safetensors` = `tensors`. Everything is written to a temporary sibling directory
+/// first, then renamed to `dir` (an existing checkpoint directory there is replaced; anything
+/// else there is an error). The replacement takes two renames (old away, new in): a crash
+/// between them leaves no `dir` (loading it is [`RlNnError::MissingFile`]), never a mixed
+/// one. Several directories that must resume together go into one [`UnitWriter`].
 ///
 /// # Errors
 /// [`RlNnError::InvalidName`] when `dir` exists and is not a checkpoint directory, or a tensor
@@ -308,9 +399,11 @@ pub fn save_dir<S: Serialize, N: AsRef<str>>(
     let tmp = sibling(dir, "tmp");
     let write = || -> Result<()> {
         std::fs::create_dir(&tmp)?;
-        let json = serde_json::to_vec_pretty(&EnvelopeOut { kind, format_version, state })?;
-        std::fs::write(tmp.join(STATE_FILE), json)?;
+        let value = serde_json::to_value(state)?;
         save_tensors(tensors, tmp.join(TENSORS_FILE))?;
+        let sha256 = Sums { state: state_sha256(&value)?, tensors: sha256_file(tmp.join(TENSORS_FILE))? };
+        let json = serde_json::to_vec_pretty(&EnvelopeOut { kind, format_version, state: &value, sha256 })?;
+        std::fs::write(tmp.join(STATE_FILE), json)?;
         if exists {
             let old = sibling(dir, "old");
             std::fs::rename(dir, &old)?;
@@ -343,12 +436,15 @@ pub struct Checkpoint<S> {
 }
 
 /// Reads the checkpoint directory `dir` written by [`save_dir`] for component `kind`, format
-/// `format_version`. Nothing is applied to any object: check, then copy.
+/// `format_version`, after verifying both content hashes that `state.json` records (every
+/// change to a value of the state or to a byte of the tensor file is caught) and that every
+/// floating-point tensor is finite. Nothing is applied to any object: check, then copy.
 ///
 /// # Errors
 /// [`RlNnError::MissingFile`] (the directory or one of its files), [`RlNnError::CorruptCheckpoint`]
-/// (bad JSON, a state that does not deserialise, a bad tensor file),
-/// [`RlNnError::FormatMismatch`] (another kind or format version).
+/// (bad JSON, a hash that differs, a state that does not deserialise, a bad tensor file),
+/// [`RlNnError::FormatMismatch`] (another kind or format version, or no hashes: a checkpoint
+/// written before they existed), [`RlNnError::NonFiniteTensor`].
 pub fn load_dir<S: DeserializeOwned>(dir: impl AsRef<Path>, kind: &str, format_version: u32) -> Result<Checkpoint<S>> {
     let dir = dir.as_ref();
     if !dir.is_dir() {
@@ -379,9 +475,32 @@ pub fn load_dir<S: DeserializeOwned>(dir: impl AsRef<Path>, kind: &str, format_v
             got: env.format_version.to_string(),
         });
     }
+    let Some(sums) = env.sha256 else {
+        return Err(RlNnError::FormatMismatch {
+            path: shown,
+            what: "sha256".into(),
+            expected: "the content hashes of the state and the tensors".into(),
+            got: "none (written by rl-nn before checkpoints carried hashes; save it again)".into(),
+        });
+    };
+    let state_sum = state_sha256(&env.state)?;
+    if state_sum != sums.state {
+        return Err(RlNnError::CorruptCheckpoint {
+            path: shown,
+            reason: format!("the state hashes to sha256 {state_sum}, the file records {}", sums.state),
+        });
+    }
+    let tensors_path = dir.join(TENSORS_FILE);
+    let tensors_sum = sha256_file(&tensors_path)?;
+    if tensors_sum != sums.tensors {
+        return Err(RlNnError::CorruptCheckpoint {
+            path: path_str(&tensors_path),
+            reason: format!("the file hashes to sha256 {tensors_sum}, {STATE_FILE} records {}", sums.tensors),
+        });
+    }
     let state: S = serde_json::from_value(env.state)
         .map_err(|e| RlNnError::CorruptCheckpoint { path: shown.clone(), reason: e.to_string() })?;
-    let tensors = read_tensors(dir.join(TENSORS_FILE))?;
+    let tensors = read_tensors(&tensors_path)?;
     Ok(Checkpoint { state, tensors, path: path_str(dir) })
 }
 

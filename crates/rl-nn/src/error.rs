@@ -59,6 +59,31 @@ pub enum RlNnError {
         /// What the file holds.
         got: String,
     },
+    /// A checkpoint tensor holds a NaN or an infinite value (refused on every load: a
+    /// diverged or corrupted weight would otherwise load silently and poison every output).
+    #[error("checkpoint {path}: tensor `{name}` holds the non-finite value {value} at flat index {index}")]
+    NonFiniteTensor {
+        /// Checkpoint file.
+        path: String,
+        /// Tensor name.
+        name: String,
+        /// The first offending flat index.
+        index: usize,
+        /// The offending value.
+        value: f64,
+    },
+    /// One part of a checkpoint unit disagrees with the unit's manifest (a file whose content
+    /// hash or size differs, a missing or unexpected file, a step count that differs), so the
+    /// parts were not written together.
+    #[error("checkpoint {path}: part `{part}` does not match the manifest: {reason}")]
+    CheckpointPart {
+        /// The unit's directory.
+        path: String,
+        /// The part that disagrees.
+        part: String,
+        /// What disagrees.
+        reason: String,
+    },
     /// Two variable stores that must match (target networks) do not.
     #[error("variable stores differ: {0}")]
     StoreMismatch(String),

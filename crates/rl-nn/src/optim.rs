@@ -403,13 +403,14 @@ impl Adam {
     }
 
     /// Checks that `tensors` holds this optimiser's whole state under `prefix` (every name,
-    /// shape; step counts as one non-negative integer), without changing anything. With
-    /// [`LoadMode::Strict`], other tensors under `prefix` are an error. `path` names the source
-    /// in errors.
+    /// shape, finite moments; step counts as one non-negative integer), without changing
+    /// anything. With [`LoadMode::Strict`], other tensors under `prefix` are an error. `path`
+    /// names the source in errors.
     ///
     /// # Errors
     /// [`RlNnError::MissingTensor`], [`RlNnError::TensorShape`],
-    /// [`RlNnError::UnexpectedTensors`], [`RlNnError::CorruptCheckpoint`] (a bad step count).
+    /// [`RlNnError::UnexpectedTensors`], [`RlNnError::CorruptCheckpoint`] (a bad step count),
+    /// [`RlNnError::NonFiniteTensor`] (a NaN or infinite moment).
     pub fn check_state_tensors(
         &self,
         tensors: &BTreeMap<String, Tensor>,
@@ -454,6 +455,7 @@ impl Adam {
                         reason: format!("`{key}` has kind {:?}, expected floating point", t.kind()),
                     });
                 }
+                checkpoint::check_finite_tensor(t, &key, path)?;
                 expected.insert(key);
             }
             let key = Self::key(prefix, &s.name, "step");
