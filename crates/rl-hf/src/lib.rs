@@ -1,0 +1,48 @@
+//! # rl-hf
+//!
+//! Hugging Face decoder-only causal LMs on libtorch ([`tch`] 0.24, PyTorch 2.11.0), read from
+//! and written to the directory layout transformers uses, for RLVR fine-tuning of models a user
+//! did not write:
+//!
+//! - Families: `qwen2` (Qwen2, Qwen2.5; q/k/v biases), `qwen3` (per-head q/k RMSNorm, explicit
+//!   `head_dim`), `llama` (Llama 3.x, `rope_type: "llama3"` frequency scaling); grouped-query
+//!   attention; tied or untied LM head; weights held in f32, bf16 or f16 on CPU or CUDA
+//!   ([`HfDtype`], [`tch::Device`]).
+//! - [`HfConfig`]: `config.json` in the transformers v4 (`rope_theta`, `rope_scaling`) and v5
+//!   (`rope_parameters`) layouts, read strictly: an unknown `model_type` or a field that would
+//!   change the model in a way not implemented here (sliding window, MoE, other rope types,
+//!   quantisation, ...) is a typed error naming the field ([`HfError::UnsupportedField`]).
+//! - [`HfModel::from_pretrained`]: `model.safetensors` or shards via
+//!   `model.safetensors.index.json`; every tensor checked for name, dtype and shape before a
+//!   model is built. [`HfModel::save_pretrained`] writes config + safetensors back (shards and
+//!   an index above a size).
+//! - [`HfModel::forward`]: logits of a left-padded batch with an attention mask, position ids
+//!   as transformers' `generate` computes them, and a [`KvCache`];
+//!   [`HfModel::generate_greedy`]: KV-cached greedy decoding.
+//!
+//! ```no_run
+//! use rl_hf::{left_pad, HfDtype, HfModel};
+//! let model = HfModel::from_pretrained("path/to/Qwen2.5-0.5B", tch::Device::Cpu, HfDtype::F32)?;
+//! let (ids, mask) = left_pad(&[vec![9707, 11], vec![9707]], 0, model.device())?;
+//! let logits = tch::no_grad(|| model.forward(&ids, Some(&mask), None))?; // [2, 2, vocab]
+//! let new_tokens = model.generate_greedy(&ids, &mask, 24)?; // [2, 24]
+//! # Ok::<(), rl_hf::HfError>(())
+//! ```
+//!
+//! Not yet here (see `docs/rl-hf.md`): tokenizer and chat template, sampling with behaviour
+//! log-probs, chunked training log-probs, the policy trait shared with `rl-lm`.
+//!
+//! Binaries using this crate need the libtorch `build.rs` wiring described in [`rl_nn`].
+#![deny(missing_docs)]
+#![deny(missing_debug_implementations)]
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod config;
+pub mod error;
+pub mod model;
+pub mod weights;
+
+pub use config::{Family, HfConfig, Rope, CONFIG_FILE};
+pub use error::{HfError, Result};
+pub use model::{left_pad, HfDtype, HfModel, KvCache, SaveParams};
+pub use weights::{INDEX_FILE, WEIGHTS_FILE};
