@@ -17,15 +17,30 @@
 //! Files written here are read by h5py and Minari 0.5.4 (checked by
 //! `crates/offline-rl/scripts/check_h5py.py`); files written by h5py/Minari are read here
 //! (committed fixtures from `crates/offline-rl/scripts/make_fixtures.py`).
+//!
+//! **Untrusted files.** Both readers charge the file and every column against the
+//! [`MemoryBudget`] of their options before reading it (see [`crate::data`]); a column's size
+//! is its declared shape times its element size, and a chunked column's chunk is checked
+//! too, so a never-written `[200, 2^32]` dataset in a few-kB file is refused, not allocated.
+//! HDF5 checksums only its metadata, and only in the newer format versions: superblock v2/v3,
+//! version-2 object headers, B-trees v2 and heaps, which are what the files written here use
+//! (hdf5-pure verifies them, the `checksum` feature). Raw data has no checksum (HDF5's
+//! optional Fletcher-32 filter is not used by h5py's defaults, D4RL or Minari), and files
+//! written by h5py with default settings (superblock v0, version-1 object headers) have no
+//! checksum at all: a changed byte there that still parses is found only by the structural
+//! checks below (shapes, row counts, finiteness, flags, Minari's episode indices and
+//! `total_steps`). `tests/fuzz_readers.rs` flips every byte of files written here and checks
+//! that a load either fails, or returns the original values, or the byte lay in a
+//! dataset's raw data.
 
 use std::path::{Path, PathBuf};
 
 use hdf5_pure::{AttrValue, DType, File, FileBuilder};
 use ndarray::{Array1, Array2};
-use rl_core::Transitions;
+use rl_core::{MemoryBudget, Transitions};
 use serde::{Deserialize, Serialize};
 
-use super::{check_column_finite, Dataset, DatasetInfo, LoadReport};
+use super::{check_column_finite, check_width, Charge, Dataset, DatasetInfo, LoadReport};
 use crate::error::{OfflineError, Result};
 
 /// The root attribute holding [`DatasetInfo`] as JSON in files written here.
@@ -55,6 +70,7 @@ pub enum NextObs {
 /// |---|---|---|
 /// | `next_obs` | `auto` | see [`NextObs`] |
 /// | `require_timeouts` | true | a file without `timeouts` is an error; false: read it as all zeros (noted in the report) |
+/// | `budget` | 16 GiB | the most bytes the read may allocate for the file and its columns (see [`crate::data`]) |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct D4rlReadOptions {
@@ -62,11 +78,13 @@ pub struct D4rlReadOptions {
     pub next_obs: NextObs,
     /// Whether `timeouts` must exist.
     pub require_timeouts: bool,
+    /// Memory budget of the read.
+    pub budget: MemoryBudget,
 }
 
 impl Default for D4rlReadOptions {
     fn default() -> Self {
-        Self { next_obs: NextObs::Auto, require_timeouts: true }
+        Self { next_obs: NextObs::Auto, require_timeouts: true, budget: MemoryBudget::default() }
     }
 }
 
@@ -96,11 +114,14 @@ impl Default for D4rlWriteOptions {
 /// | field | default | meaning |
 /// |---|---|---|
 /// | `obs_keys` | none | for dictionary observations: the keys to concatenate, in order (e.g. `["observation", "desired_goal"]` for Minari's point mazes) |
+/// | `budget` | 16 GiB | the most bytes the read may allocate for the files and their columns (see [`crate::data`]) |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(default, deny_unknown_fields)]
 pub struct MinariReadOptions {
     /// Keys of a dictionary observation.
     pub obs_keys: Option<Vec<String>>,
+    /// Memory budget of the read.
+    pub budget: MemoryBudget,
 }
 
 fn path_str(p: &Path) -> String {
@@ -136,10 +157,32 @@ impl Column {
     }
 }
 
-fn read_column(ds: &hdf5_pure::Dataset, path: &Path, key: &str) -> Result<Column> {
-    let shape = ds.shape().map_err(|e| h5err(path, format!("`{key}`: {e}")))?;
-    let dtype = ds.dtype().map_err(|e| h5err(path, format!("`{key}`: {e}")))?;
+/// Reads a numeric column, charging its declared size (shape times element size, and its
+/// chunk's size) to `charge` before anything is read.
+fn read_column(ds: &hdf5_pure::Dataset, path: &Path, key: &str, charge: &mut Charge) -> Result<Column> {
     let e = |err: hdf5_pure::Error| h5err(path, format!("`{key}`: {err}"));
+    let shape = ds.shape().map_err(e)?;
+    let dtype = ds.dtype().map_err(e)?;
+    let elem = ds.element_size().map_err(e)?;
+    let what = format!("{}: `{key}`", path_str(path));
+    let numeric = match &dtype {
+        DType::F32 | DType::I32 | DType::U32 => elem == 4,
+        DType::F64 | DType::I64 | DType::U64 => elem == 8,
+        DType::I16 | DType::U16 => elem == 2,
+        DType::I8 | DType::U8 | DType::Enum(_) => elem == 1,
+        _ => true, // refused below with its type
+    };
+    if !numeric {
+        return Err(OfflineError::Unsupported {
+            path: path_str(path),
+            what: format!("type of `{key}`"),
+            reason: format!("{dtype} with {elem}-byte elements"),
+        });
+    }
+    if let Some(chunk) = ds.chunk_shape().map_err(e)? {
+        charge.transient(&format!("{what} (one chunk of {chunk:?})"), chunk_bytes(&chunk, elem))?;
+    }
+    let count = charge.column(&what, &shape, elem)?;
     let values: Vec<f32> = match dtype {
         DType::F32 => ds.read_f32().map_err(e)?,
         DType::F64 => ds.read_f64().map_err(e)?.into_iter().map(|v| v as f32).collect(),
@@ -161,8 +204,7 @@ fn read_column(ds: &hdf5_pure::Dataset, path: &Path, key: &str) -> Result<Column
             })
         }
     };
-    let count: u64 = shape.iter().product();
-    if values.len() as u64 != count {
+    if values.len() != count {
         return Err(h5err(path, format!("`{key}` holds {} values for shape {shape:?}", values.len())));
     }
     Ok(Column { values, shape })
@@ -244,6 +286,19 @@ fn info_from_attrs(attrs: &std::collections::HashMap<String, AttrValue>, path: &
     }
 }
 
+/// Bytes of one chunk of `chunk` elements of `elem` bytes (saturating).
+fn chunk_bytes(chunk: &[u64], elem: u64) -> u64 {
+    chunk.iter().fold(elem.max(1), |acc, &d| acc.saturating_mul(d))
+}
+
+/// Opens an HDF5 file after charging its size (it is read into memory whole).
+fn open_charged(path: &Path, charge: &mut Charge) -> Result<File> {
+    if let Ok(meta) = std::fs::metadata(path) {
+        charge.keep(&format!("{} (the file)", path_str(path)), meta.len())?;
+    }
+    open(path)
+}
+
 fn stem(path: &Path) -> String {
     path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
 }
@@ -251,7 +306,9 @@ fn stem(path: &Path) -> String {
 /// Reads a D4RL-layout HDF5 file (see the module docs), checking every column: a missing key
 /// ([`OfflineError::MissingKey`]), columns of different lengths ([`OfflineError::Length`]),
 /// NaN/inf ([`OfflineError::NonFinite`] with the key and row), flags other than 0/1
-/// ([`OfflineError::InvalidFlag`]), wrong ranks or widths ([`OfflineError::Shape`]).
+/// ([`OfflineError::InvalidFlag`]), wrong ranks or widths, observations or actions of width 0
+/// ([`OfflineError::Shape`]), a file or column beyond [`D4rlReadOptions::budget`]
+/// ([`rl_core::RlCoreError::TooLarge`] in [`OfflineError::Core`], before it is read).
 ///
 /// The description comes from the file's `frugal_rl_info` attribute when it was written here,
 /// else its name is the file stem (`hopper-medium-v2` → score id `hopper` when it starts with a
@@ -262,21 +319,24 @@ fn stem(path: &Path) -> String {
 /// no transition.
 pub fn read_d4rl(path: impl AsRef<Path>, options: &D4rlReadOptions) -> Result<(Dataset, LoadReport)> {
     let path = path.as_ref();
-    let file = open(path)?;
+    let mut charge = Charge::new(options.budget);
+    let file = open_charged(path, &mut charge)?;
     let root = file.root();
     let (dsets, groups) = members(&root, path)?;
     let mut report = LoadReport { path: path_str(path), ..Default::default() };
-    let get = |key: &str| -> Result<Column> {
+    let mut get = |key: &str| -> Result<Column> {
         need(&dsets, key, path, "")?;
         let ds = file.dataset(key).map_err(|e| h5err(path, format!("`{key}`: {e}")))?;
-        read_column(&ds, path, key)
+        read_column(&ds, path, key, &mut charge)
     };
     let rewards = vector(get("rewards")?, path, "rewards")?;
     let n = rewards.len();
     let obs = matrix(get("observations")?, path, "observations")?;
     check_rows(path, "observations", n, obs.nrows())?;
+    check_width(&format!("{}: observations", path_str(path)), obs.ncols())?;
     let actions = matrix(get("actions")?, path, "actions")?;
     check_rows(path, "actions", n, actions.nrows())?;
+    check_width(&format!("{}: actions", path_str(path)), actions.ncols())?;
     let terminals = flags(get("terminals")?, path, "terminals")?;
     check_rows(path, "terminals", n, terminals.len())?;
     let has_timeouts = dsets.iter().any(|d| d == "timeouts");
@@ -482,9 +542,77 @@ fn minari_data_dir(dir: &Path) -> PathBuf {
     }
 }
 
-/// The episode index of a group named `episode_{k}`.
-fn episode_index(name: &str) -> Option<u64> {
-    name.strip_prefix("episode_").and_then(|k| k.parse().ok())
+/// The episode index of a group named `episode_{k}`: `None` for another name, an error for
+/// `episode_` followed by anything but decimal digits (a name Minari does not write, so a
+/// damaged one). Leading zeros are read (`episode_01` is index 1, a duplicate of
+/// `episode_1` when both exist).
+fn episode_index(name: &str, h5: &Path) -> Result<Option<u64>> {
+    let Some(k) = name.strip_prefix("episode_") else { return Ok(None) };
+    let digits = !k.is_empty() && k.bytes().all(|b| b.is_ascii_digit());
+    match k.parse::<u64>() {
+        Ok(v) if digits => Ok(Some(v)),
+        _ => Err(OfflineError::corrupt(
+            h5,
+            format!("group `{name}`: not an episode index (Minari writes `episode_0`, `episode_1`, ...)"),
+        )),
+    }
+}
+
+/// The episode groups in index order, which must be exactly `0..n`.
+fn episode_groups(groups: Vec<String>, h5: &Path, report: &mut LoadReport) -> Result<Vec<(u64, String)>> {
+    let mut episodes: Vec<(u64, String)> = Vec::new();
+    for g in groups {
+        match episode_index(&g, h5)? {
+            Some(k) => episodes.push((k, g)),
+            None => report.ignored_keys.push(format!("{g}/")),
+        }
+    }
+    episodes.sort();
+    for (i, (k, name)) in episodes.iter().enumerate() {
+        if *k != i as u64 {
+            let reason = if i > 0 && episodes[i - 1].0 == *k {
+                format!("episode index {k} appears twice (`{}`, `{name}`)", episodes[i - 1].1)
+            } else {
+                format!("episode indices have a gap: `episode_{i}` is missing (next is `{name}`)")
+            };
+            return Err(OfflineError::corrupt(h5, reason));
+        }
+    }
+    Ok(episodes)
+}
+
+/// A non-negative integer of `metadata.json` (`None` when absent, an error for another value).
+fn meta_count(meta: &serde_json::Map<String, serde_json::Value>, key: &str, path: &Path) -> Result<Option<u64>> {
+    match meta.get(key) {
+        None => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| OfflineError::corrupt(path, format!("`{key}` = {v} is not a non-negative integer"))),
+    }
+}
+
+/// An integer attribute of an episode group (`None` when absent, an error for another type).
+fn attr_count(
+    attrs: &std::collections::HashMap<String, AttrValue>,
+    key: &str,
+    h5: &Path,
+    group: &str,
+) -> Result<Option<u64>> {
+    let v = match attrs.get(key) {
+        None => return Ok(None),
+        Some(AttrValue::I64(v)) => u64::try_from(*v).ok(),
+        Some(AttrValue::I32(v)) => u64::try_from(*v).ok(),
+        Some(AttrValue::I16(v)) => u64::try_from(*v).ok(),
+        Some(AttrValue::I8(v)) => u64::try_from(*v).ok(),
+        Some(AttrValue::U64(v)) => Some(*v),
+        Some(AttrValue::U32(v)) => Some(u64::from(*v)),
+        Some(AttrValue::U16(v)) => Some(u64::from(*v)),
+        Some(AttrValue::U8(v)) => Some(u64::from(*v)),
+        Some(_) => None,
+    };
+    v.map(Some)
+        .ok_or_else(|| OfflineError::corrupt(h5, format!("attribute `{group}.{key}` is not a non-negative integer")))
 }
 
 /// Reads a Minari dataset directory (the dataset's own directory holding `data/`, or `data/`
@@ -492,14 +620,20 @@ fn episode_index(name: &str) -> Option<u64> {
 /// Checks: `main_data.hdf5` and `metadata.json` present, per episode every key present
 /// ([`OfflineError::MissingKey`] naming `episode_k/key`), `observations` one row longer than
 /// the other columns ([`OfflineError::Length`]), finite values, 0/1 flags, equal widths
-/// across episodes, and the metadata's `total_steps` equal to the steps found
-/// ([`OfflineError::Corrupt`]). An episode that ends without a termination or truncation
+/// across episodes, none of them 0 ([`OfflineError::Shape`]), and ([`OfflineError::Corrupt`])
+/// the episode groups numbered exactly `episode_0 .. episode_{n-1}` (a gap, a duplicate or a
+/// malformed `episode_*` name is an error), the metadata's `total_steps` and
+/// `total_episodes` non-negative integers equal to the steps and episodes found (either may
+/// be absent), and each episode's `id` and `total_steps` attributes, where present, equal to
+/// its index and its steps. An episode that ends without a termination or truncation
 /// flag (a collector stopped mid-episode) gets a timeout flag on its last step, counted in
 /// the report.
 ///
 /// # Errors
 /// As above; [`OfflineError::Unsupported`] for dictionary actions or dictionary
-/// observations without [`MinariReadOptions::obs_keys`] (the error lists the keys).
+/// observations without [`MinariReadOptions::obs_keys`] (the error lists the keys); a file
+/// or column beyond [`MinariReadOptions::budget`] ([`rl_core::RlCoreError::TooLarge`] in
+/// [`OfflineError::Core`], before it is read).
 pub fn read_minari(dir: impl AsRef<Path>, options: &MinariReadOptions) -> Result<(Dataset, LoadReport)> {
     let dir = dir.as_ref();
     let data = minari_data_dir(dir);
@@ -511,38 +645,52 @@ pub fn read_minari(dir: impl AsRef<Path>, options: &MinariReadOptions) -> Result
     if !meta_path.exists() {
         return Err(OfflineError::MissingKey { path: path_str(dir), key: "data/metadata.json".into() });
     }
-    let meta: serde_json::Map<String, serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(&meta_path)?)
-        .map_err(|e| OfflineError::corrupt(&meta_path, e))?;
-    let file = open(&h5)?;
+    let mut charge = Charge::new(options.budget);
+    let meta_len = std::fs::metadata(&meta_path)?.len();
+    charge.keep(&format!("{} (the file)", path_str(&meta_path)), meta_len)?;
+    let meta_text = std::fs::read(&meta_path)?;
+    let meta: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&meta_text).map_err(|e| OfflineError::corrupt(&meta_path, e))?;
+    let total_steps = meta_count(&meta, "total_steps", &meta_path)?;
+    let total_episodes = meta_count(&meta, "total_episodes", &meta_path)?;
+    let file = open_charged(&h5, &mut charge)?;
     let root = file.root();
     let (root_ds, groups) = members(&root, &h5)?;
     let mut report =
         LoadReport { path: path_str(dir), next_obs_from: "episode observations".into(), ..Default::default() };
     report.ignored_keys.extend(root_ds);
-    let mut episodes: Vec<(u64, String)> = Vec::new();
-    for g in groups {
-        match episode_index(&g) {
-            Some(k) => episodes.push((k, g)),
-            None => report.ignored_keys.push(format!("{g}/")),
+    let episodes = episode_groups(groups, &h5, &mut report)?;
+    if let Some(total) = total_episodes {
+        if total != episodes.len() as u64 {
+            return Err(OfflineError::corrupt(
+                &meta_path,
+                format!("total_episodes = {total}, but the file holds {} episodes", episodes.len()),
+            ));
         }
     }
-    episodes.sort();
     let mut cols: Vec<Transitions> = Vec::with_capacity(episodes.len());
     let mut widths: Option<(usize, usize)> = None;
     let mut unflagged = 0;
-    for (_, name) in &episodes {
+    for (index, name) in &episodes {
         let g = file.group(name).map_err(|e| h5err(&h5, format!("`{name}`: {e}")))?;
         let (ds, subgroups) = members(&g, &h5)?;
+        let attrs = g.attrs().map_err(|e| h5err(&h5, format!("`{name}`: {e}")))?;
+        if let Some(id) = attr_count(&attrs, "id", &h5, name)? {
+            if id != *index {
+                return Err(OfflineError::corrupt(&h5, format!("`{name}` has attribute id = {id}")));
+            }
+        }
+        let steps_attr = attr_count(&attrs, "total_steps", &h5, name)?;
         let key = |k: &str| format!("{name}/{k}");
-        let get = |k: &str| -> Result<Column> {
+        let get = |k: &str, charge: &mut Charge| -> Result<Column> {
             need(&ds, k, &h5, &format!("{name}/"))?;
             let d = g.dataset(k).map_err(|e| h5err(&h5, format!("`{}`: {e}", key(k))))?;
-            read_column(&d, &h5, &key(k))
+            read_column(&d, &h5, &key(k), charge)
         };
         let obs = if ds.iter().any(|d| d == "observations") {
-            matrix(get("observations")?, &h5, &key("observations"))?
+            matrix(get("observations", &mut charge)?, &h5, &key("observations"))?
         } else if subgroups.iter().any(|s| s == "observations") {
-            dict_observations(&file, &h5, name, options)?
+            dict_observations(&file, &h5, name, options, &mut charge)?
         } else {
             return Err(OfflineError::MissingKey { path: path_str(&h5), key: key("observations") });
         };
@@ -553,15 +701,25 @@ pub fn read_minari(dir: impl AsRef<Path>, options: &MinariReadOptions) -> Result
                 reason: "dictionary actions; only Box actions are read".into(),
             });
         }
-        let actions = matrix(get("actions")?, &h5, &key("actions"))?;
-        let rewards = vector(get("rewards")?, &h5, &key("rewards"))?;
+        check_width(&format!("{}: {}", path_str(&h5), key("observations")), obs.ncols())?;
+        let actions = matrix(get("actions", &mut charge)?, &h5, &key("actions"))?;
+        check_width(&format!("{}: {}", path_str(&h5), key("actions")), actions.ncols())?;
+        let rewards = vector(get("rewards", &mut charge)?, &h5, &key("rewards"))?;
         let n = rewards.len();
-        let terms = flags(get("terminations")?, &h5, &key("terminations"))?;
-        let mut truncs = flags(get("truncations")?, &h5, &key("truncations"))?;
+        let terms = flags(get("terminations", &mut charge)?, &h5, &key("terminations"))?;
+        let mut truncs = flags(get("truncations", &mut charge)?, &h5, &key("truncations"))?;
         check_rows(&h5, &key("observations"), n + 1, obs.nrows())?;
         check_rows(&h5, &key("actions"), n, actions.nrows())?;
         check_rows(&h5, &key("terminations"), n, terms.len())?;
         check_rows(&h5, &key("truncations"), n, truncs.len())?;
+        if let Some(steps) = steps_attr {
+            if steps != n as u64 {
+                return Err(OfflineError::corrupt(
+                    &h5,
+                    format!("`{name}` has attribute total_steps = {steps}, but {n} steps"),
+                ));
+            }
+        }
         report.rows += n;
         if n == 0 {
             continue;
@@ -586,8 +744,8 @@ pub fn read_minari(dir: impl AsRef<Path>, options: &MinariReadOptions) -> Result
         cols.push(Transitions::from_columns(cur, actions, rewards, next, terms, truncs)?);
     }
     report.flags_added += unflagged;
-    if let Some(total) = meta.get("total_steps").and_then(serde_json::Value::as_u64) {
-        if total as usize != report.rows {
+    if let Some(total) = total_steps {
+        if total != report.rows as u64 {
             return Err(OfflineError::corrupt(
                 &meta_path,
                 format!("total_steps = {total}, but the episodes hold {} steps", report.rows),
@@ -625,7 +783,13 @@ pub fn read_minari(dir: impl AsRef<Path>, options: &MinariReadOptions) -> Result
     Ok((ds, report))
 }
 
-fn dict_observations(file: &File, h5: &Path, episode: &str, options: &MinariReadOptions) -> Result<Array2<f32>> {
+fn dict_observations(
+    file: &File,
+    h5: &Path,
+    episode: &str,
+    options: &MinariReadOptions,
+    charge: &mut Charge,
+) -> Result<Array2<f32>> {
     let g = file.group(&format!("{episode}/observations")).map_err(|e| h5err(h5, e))?;
     let (ds, _) = members(&g, h5)?;
     let keys = options.obs_keys.as_ref().ok_or_else(|| OfflineError::Unsupported {
@@ -638,7 +802,7 @@ fn dict_observations(file: &File, h5: &Path, episode: &str, options: &MinariRead
         need(&ds, k, h5, &format!("{episode}/observations/"))?;
         let d = g.dataset(k).map_err(|e| h5err(h5, e))?;
         let key = format!("{episode}/observations/{k}");
-        parts.push(matrix(read_column(&d, h5, &key)?, h5, &key)?);
+        parts.push(matrix(read_column(&d, h5, &key, charge)?, h5, &key)?);
     }
     let rows = parts.first().map(|p| p.nrows()).unwrap_or(0);
     for (k, p) in keys.iter().zip(&parts) {

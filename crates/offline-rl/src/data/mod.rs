@@ -11,6 +11,18 @@
 //! anything else: D4RL HDF5). Every reader checks lengths, shapes, finiteness and 0/1 flags
 //! and returns a [`LoadReport`] that counts every row it did not turn into a transition, with
 //! the reason: nothing is dropped silently.
+//!
+//! **Untrusted files.** Every reader takes a [`MemoryBudget`] in its options (default
+//! [`MemoryBudget::default`], 16 GiB) and refuses, before allocating, a file or a declared
+//! size that would exceed it ([`rl_core::RlCoreError::TooLarge`] inside
+//! [`OfflineError::Core`], naming the file and the column). What is charged: the file itself
+//! (the HDF5 and safetensors readers hold it in memory), each column's decoded `f32` values,
+//! and while a column is read, twice its stored bytes (the raw and typed buffers of the
+//! reader). Assembling the transitions copies the columns once more (Minari and
+//! [`NextObs::NextRow`]: observations twice), so a load needs at most about three times the
+//! budget. Width-0 observations or actions are a [`OfflineError::Shape`] error. Our
+//! safetensors files carry a SHA-256 content hash that is verified on read; HDF5 has
+//! checksums only over its metadata (see [`hdf5`]).
 
 pub mod hdf5;
 pub mod native;
@@ -21,7 +33,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use ndarray::{concatenate, Array1, Array2, Axis};
-use rl_core::Transitions;
+use rl_core::{MemoryBudget, RlCoreError, Transitions};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{OfflineError, Result};
@@ -29,7 +41,7 @@ use crate::error::{OfflineError, Result};
 pub use hdf5::{
     read_d4rl, read_minari, write_d4rl, write_minari, D4rlReadOptions, D4rlWriteOptions, MinariReadOptions, NextObs,
 };
-pub use native::{read_native, write_native};
+pub use native::{read_native, write_native, NativeReadOptions};
 pub use normalize::{RewardTransform, StateNorm};
 
 /// What a dataset is and where it came from: stored with it in every format we write.
@@ -96,6 +108,9 @@ pub struct LoadReport {
     pub flags_added: usize,
     /// Keys of the file that were not read (e.g. `infos/qpos`), for the record.
     pub ignored_keys: Vec<String>,
+    /// The SHA-256 content hash (hex) that [`read_native`] verified; `None` for a file
+    /// written before content hashes (and for HDF5, which has none).
+    pub content_sha256: Option<String>,
 }
 
 impl LoadReport {
@@ -115,11 +130,14 @@ impl Dataset {
     /// A dataset of `transitions` described by `info`.
     ///
     /// # Errors
-    /// [`OfflineError::Empty`] for no transition.
+    /// [`OfflineError::Empty`] for no transition; [`OfflineError::Shape`] for observations
+    /// or actions of width 0.
     pub fn new(transitions: Transitions, info: DatasetInfo) -> Result<Self> {
         if transitions.is_empty() {
             return Err(OfflineError::Empty { what: "dataset".into() });
         }
+        check_width("dataset observations", transitions.obs_dim())?;
+        check_width("dataset actions", transitions.act_dim())?;
         Ok(Self { transitions, info })
     }
 
@@ -351,14 +369,22 @@ pub struct DatasetSummary {
 /// # Errors
 /// As the chosen reader; [`OfflineError::Io`] for a path that does not exist.
 pub fn load(path: impl AsRef<Path>) -> Result<(Dataset, LoadReport)> {
+    load_with_budget(path, MemoryBudget::default())
+}
+
+/// [`load`] with a memory budget other than the default (see the module docs).
+///
+/// # Errors
+/// As [`load`].
+pub fn load_with_budget(path: impl AsRef<Path>, budget: MemoryBudget) -> Result<(Dataset, LoadReport)> {
     let path = path.as_ref();
     let meta = std::fs::metadata(path)?;
     if meta.is_dir() {
-        read_minari(path, &MinariReadOptions::default())
+        read_minari(path, &MinariReadOptions { budget, ..Default::default() })
     } else if path.extension().is_some_and(|e| e == "safetensors") {
-        read_native(path)
+        read_native(path, &NativeReadOptions { budget })
     } else {
-        read_d4rl(path, &D4rlReadOptions::default())
+        read_d4rl(path, &D4rlReadOptions { budget, ..Default::default() })
     }
 }
 
@@ -373,6 +399,69 @@ pub fn save(dataset: &Dataset, path: impl AsRef<Path>) -> Result<()> {
         Some("safetensors") => write_native(dataset, path),
         Some("hdf5") | Some("h5") => write_d4rl(dataset, path, &D4rlWriteOptions::default()),
         _ => write_minari(dataset, path),
+    }
+}
+
+/// Refuses an observation or action width of 0 (`what` names the file and column).
+pub(crate) fn check_width(what: &str, width: usize) -> Result<()> {
+    if width == 0 {
+        return Err(OfflineError::shape(what, "width >= 1", "width 0"));
+    }
+    Ok(())
+}
+
+/// The allocations of one read, charged against a [`MemoryBudget`] before they are made.
+#[derive(Debug)]
+pub(crate) struct Charge {
+    budget: MemoryBudget,
+    used: u64,
+}
+
+impl Charge {
+    pub(crate) fn new(budget: MemoryBudget) -> Self {
+        Self { budget, used: 0 }
+    }
+
+    fn too_large(&self, what: &str, bytes: u64) -> OfflineError {
+        OfflineError::Core(RlCoreError::TooLarge {
+            what: format!("{what} (with the {} bytes this read holds already)", self.used),
+            bytes,
+            limit: self.budget.limit(),
+        })
+    }
+
+    /// Charges `bytes` that stay allocated for the rest of the read.
+    pub(crate) fn keep(&mut self, what: &str, bytes: u64) -> Result<()> {
+        self.budget.check_bytes(what, bytes)?;
+        let total = self.used.saturating_add(bytes);
+        if total > self.budget.limit() {
+            return Err(self.too_large(what, total));
+        }
+        self.used = total;
+        Ok(())
+    }
+
+    /// Checks `bytes` needed for a moment (freed before the next charge).
+    pub(crate) fn transient(&self, what: &str, bytes: u64) -> Result<()> {
+        self.budget.check_bytes(what, bytes)?;
+        let total = self.used.saturating_add(bytes);
+        if total > self.budget.limit() {
+            return Err(self.too_large(what, total));
+        }
+        Ok(())
+    }
+
+    /// Charges a column of `shape` stored in elements of `stored_bytes` bytes and decoded to
+    /// `f32`: twice the stored bytes for the moment of the read, four bytes per element kept.
+    /// Returns the element count.
+    pub(crate) fn column(&mut self, what: &str, shape: &[u64], stored_bytes: u64) -> Result<usize> {
+        let n = self.budget.check_elems(what, shape, stored_bytes.max(1))?;
+        self.budget.check_elems(what, shape, 4)?;
+        let n64 = n as u64;
+        let read = n64.saturating_mul(stored_bytes.max(1)).saturating_mul(2);
+        self.transient(what, read.saturating_add(n64.saturating_mul(4)))?;
+        self.keep(what, n64.saturating_mul(4))?;
+        Ok(n)
     }
 }
 
