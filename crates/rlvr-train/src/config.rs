@@ -8,9 +8,17 @@
 //! steps = 80
 //! [selector]
 //! kind = "mopps"
-//! [loss.policy.lpo]
+//! [loss.policy]
+//! kind = "lpo"
 //! projection = "forward"
 //! ```
+//!
+//! A misspelt or stray key is an error, also next to a `kind` without fields
+//! (`[selector] kind = "uniform"`), and every error names its key by its dotted path
+//! (`selector.params.decay`, `model.d_model`): parse errors as [`TrainError::ConfigParse`],
+//! range errors as [`TrainError::InvalidConfig`] or the upstream crate's `InvalidParameter`.
+//! Defaults that must equal another value follow it: `replay.group_size` is `rl.group_size`
+//! unless written.
 
 use rl_core::Params;
 use std::path::{Path, PathBuf};
@@ -29,7 +37,7 @@ use crate::error::{invalid, io, Result, TrainError};
 
 /// A whole run: tasks, model, warm start, RL loop, selector, replay, loss, evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+#[serde(from = "RunConfigDe")]
 pub struct RunConfig {
     /// Master seed: model init, pools, sampling, selectors (each through its own derived stream).
     pub seed: u64,
@@ -47,8 +55,9 @@ pub struct RunConfig {
     pub selector: SelectorConfig,
     /// POPO group replay; `None` trains every rolled-out group as it is (ineffective groups
     /// contribute zero advantage). In TOML: a `[replay]` table (fields default to
-    /// `ReplayParams`'s), `replay = true` (all defaults) or `replay = false` (off).
-    #[serde(with = "replay_setting")]
+    /// `ReplayParams`'s), `replay = true` (all defaults) or `replay = false` (off). When read
+    /// from a file, `replay.group_size` is `rl.group_size` unless the file sets it.
+    #[serde(serialize_with = "serialize_replay")]
     pub replay: Option<ReplayParams>,
     /// Which groups count as effective — in the replay buffer (what POPO replaces, what gets
     /// zero advantages without replay), in the trainer's metrics and in the summary. Default
@@ -85,7 +94,8 @@ impl RunConfig {
     /// Reads a TOML file (missing fields take their defaults) and validates it.
     ///
     /// # Errors
-    /// I/O, TOML syntax or unknown fields, and everything [`validate`](rl_core::Params::validate) rejects.
+    /// I/O; [`TrainError::ConfigParse`] for TOML syntax, unknown keys and values of the wrong
+    /// type (naming the dotted key); everything [`validate`](rl_core::Params::validate) rejects.
     pub fn from_toml_file(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let text = std::fs::read_to_string(path).map_err(io(format!("reading {}", path.display())))?;
@@ -95,9 +105,11 @@ impl RunConfig {
     /// Parses TOML text and validates it.
     ///
     /// # Errors
-    /// TOML syntax or unknown fields, and everything [`validate`](rl_core::Params::validate) rejects.
+    /// [`TrainError::ConfigParse`] for TOML syntax, unknown keys and values of the wrong type
+    /// (naming the dotted key); everything [`validate`](rl_core::Params::validate) rejects.
     pub fn from_toml_str(text: &str) -> Result<Self> {
-        let cfg: Self = toml::from_str(text)?;
+        let cfg: Self =
+            serde_path_to_error::deserialize(toml::Deserializer::new(text)).map_err(|e| parse_error(text, e))?;
         cfg.validate()?;
         Ok(cfg)
     }
@@ -122,9 +134,9 @@ impl RunConfig {
     }
 
     fn validate_all(&self) -> Result<()> {
-        rl_nn::parse_device(&self.device)?;
-        self.task.pool.validate()?;
-        self.task.rewards.validate()?;
+        rl_nn::parse_device(&self.device).map_err(|e| invalid("device", &self.device, &e.to_string()))?;
+        self.task.pool.validate().map_err(|e| at("task.pool", e))?;
+        self.task.rewards.validate().map_err(|e| at("task.rewards", e))?;
         if self.task.train_prompts == 0 {
             return Err(invalid("task.train_prompts", 0, "need at least one training prompt"));
         }
@@ -132,7 +144,7 @@ impl RunConfig {
             return Err(invalid("task.eval_prompts", 0, "need at least one held-out prompt"));
         }
         for (j, m) in self.task.mix.iter().enumerate() {
-            m.pool.validate()?;
+            m.pool.validate().map_err(|e| at(&format!("task.mix[{j}].pool"), e))?;
             if m.train_prompts + m.eval_prompts == 0 {
                 return Err(invalid(&format!("task.mix[{j}].train_prompts"), 0, "a mixed pool needs some prompts"));
             }
@@ -140,7 +152,7 @@ impl RunConfig {
         if self.task.eval_seed == self.task.pool.seed {
             return Err(invalid("task.eval_seed", self.task.eval_seed, "must differ from task.pool.seed (held out)"));
         }
-        self.model.validate()?;
+        self.model.validate().map_err(|e| at("model", e))?;
         let vocab = CharTokenizer::VOCAB_SIZE;
         if self.model.vocab_size != vocab {
             return Err(invalid("model.vocab_size", self.model.vocab_size, &format!("the tokenizer has {vocab} ids")));
@@ -148,7 +160,7 @@ impl RunConfig {
         self.sft.validate()?;
         self.rl.validate()?;
         self.eval.validate()?;
-        self.loss.validate()?;
+        self.loss.validate().map_err(|e| at("loss", e))?;
         self.effectiveness.validate_at("effectiveness")?;
         if let Some(r) = &self.replay {
             if r.effectiveness != ReplayParams::default().effectiveness && r.effectiveness != self.effectiveness {
@@ -158,12 +170,19 @@ impl RunConfig {
                     "differs from the run's `effectiveness` (set the rule there: the trainer, the buffer and the metrics use one)",
                 ));
             }
-            r.validate()?;
             if r.group_size != self.rl.group_size {
-                return Err(invalid("replay.group_size", r.group_size, "must equal rl.group_size"));
+                return Err(invalid(
+                    "replay.group_size",
+                    r.group_size,
+                    &format!(
+                        "must equal rl.group_size = {} (leave replay.group_size out to follow rl.group_size)",
+                        self.rl.group_size
+                    ),
+                ));
             }
+            r.validate().map_err(|e| at("replay", e))?;
         }
-        self.selector.check(self.rl.group_size)?;
+        self.selector.check(self.rl.group_size).map_err(|e| at("selector", e))?;
         Ok(())
     }
 }
@@ -365,8 +384,8 @@ impl RlConfig {
 /// through the trainer's policy and train on the groups they keep; their group size is always
 /// `rl.group_size`. The feature-based ones (`gps`, `mpts`, `pdts`) see each prompt as a hashed
 /// character n-gram embedding of its text (`embed_dim` floats).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum SelectorConfig {
     /// `B` prompts uniformly (an epoch-shuffled data loader).
     Uniform,
@@ -541,55 +560,66 @@ impl SelectorConfig {
     fn check(&self, group_size: usize) -> Result<()> {
         if let Some(f) = self.filter_params(group_size) {
             if f.max_gen_batches == 0 {
-                return Err(invalid("selector.max_gen_batches", 0, "must be >= 1"));
+                return Err(invalid("max_gen_batches", 0, "must be >= 1"));
             }
             f.check()?;
             return Ok(());
         }
         match self {
             Self::Uniform | Self::DynamicSampling { .. } | Self::OnlineDifficulty { .. } => Ok(()),
-            Self::HistoryResampling { params } => {
+            Self::HistoryResampling { params } => nest("params", || {
                 rlvr_select::HistoryResampling::new((*params).check()?)?;
                 Ok(())
-            }
-            Self::Mopps { params } => {
+            }),
+            Self::Mopps { params } => nest("params", || {
                 rlvr_select::Mopps::new((*params).check()?, 1)?;
                 Ok(())
-            }
-            Self::Dps { params } => {
+            }),
+            Self::Dps { params } => nest("params", || {
                 rlvr_select::Dps::new((*params).check()?, 1)?;
                 Ok(())
-            }
+            }),
             Self::Gps { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                params.check()?;
-                Ok(())
+                nest("params", || {
+                    params.check()?;
+                    Ok(())
+                })
             }
             Self::Mpts { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                rlvr_select::neural::Mpts::new((*params).check()?, *embed_dim)?;
-                Ok(())
+                nest("params", || {
+                    rlvr_select::neural::Mpts::new((*params).check()?, *embed_dim)?;
+                    Ok(())
+                })
             }
             Self::Pdts { params, embed_dim } => {
                 check_embed_dim(*embed_dim)?;
-                rlvr_select::neural::Pdts::new((*params).check()?, *embed_dim)?;
-                Ok(())
+                nest("params", || {
+                    rlvr_select::neural::Pdts::new((*params).check()?, *embed_dim)?;
+                    Ok(())
+                })
             }
             Self::Drm { risk_from_rewards } => {
                 rlvr_select::Drm::new(DrmParams { group_size, risk_from_rewards: *risk_from_rewards }.check()?)?;
                 Ok(())
             }
-            Self::Gdrm { params } => {
+            Self::Gdrm { params } => nest("params", || {
                 rlvr_select::Gdrm::new((*params).check()?)?;
                 Ok(())
-            }
+            }),
         }
     }
 }
 
+/// Runs a check of a nested parameter set, prefixing the field its error names.
+fn nest(prefix: &str, f: impl FnOnce() -> Result<()>) -> Result<()> {
+    f().map_err(|e| at(prefix, e))
+}
+
 fn check_embed_dim(embed_dim: usize) -> Result<()> {
     if embed_dim == 0 {
-        return Err(invalid("selector.embed_dim", 0, "must be >= 1"));
+        return Err(invalid("embed_dim", 0, "must be >= 1"));
     }
     Ok(())
 }
@@ -632,32 +662,11 @@ impl EvalConfig {
     }
 }
 
-/// `replay` in TOML/JSON: a table of `ReplayParams`, or a boolean (`false` = off, `true` = the
-/// defaults). TOML has no null, so "off" is written as `false`.
-mod replay_setting {
-    use rlvr_replay::ReplayParams;
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Setting {
-        Flag(bool),
-        Params(Box<ReplayParams>),
-    }
-
-    pub(super) fn serialize<S: Serializer>(v: &Option<ReplayParams>, s: S) -> Result<S::Ok, S::Error> {
-        match v {
-            Some(p) => p.serialize(s),
-            None => s.serialize_bool(false),
-        }
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<ReplayParams>, D::Error> {
-        Ok(match Setting::deserialize(d)? {
-            Setting::Flag(false) => None,
-            Setting::Flag(true) => Some(ReplayParams::default()),
-            Setting::Params(p) => Some(*p),
-        })
+/// `replay` in TOML/JSON: a table of `ReplayParams`, or `false` for off (TOML has no null).
+fn serialize_replay<S: serde::Serializer>(v: &Option<ReplayParams>, s: S) -> std::result::Result<S::Ok, S::Error> {
+    match v {
+        Some(p) => p.serialize(s),
+        None => s.serialize_bool(false),
     }
 }
 
@@ -695,5 +704,583 @@ impl Params for EvalConfig {
     /// `eval.*` in range.
     fn validate(&self) -> Result<()> {
         self.validate_fields()
+    }
+}
+
+/// Deserialisation helpers that keep every error's dotted key path.
+///
+/// `serde_path_to_error` tracks the path through plain structs, but serde buffers an
+/// internally tagged enum (`kind = "dps"`) or an untagged one before deserialising its
+/// contents, and the path stops there. Where the config has such a value (the selector and the
+/// replay setting), it is buffered into [`Raw`] here, its contents are deserialised with a
+/// path tracker of their own, and an error carries the inner path as an `at `…`: ` prefix of its
+/// message, which [`join_at`] merges into the outer path.
+mod de {
+    use serde::de::value::{MapDeserializer, SeqDeserializer, StringDeserializer};
+    use serde::de::{
+        self, DeserializeSeed, Deserializer, EnumAccess, IntoDeserializer, Unexpected, VariantAccess, Visitor,
+    };
+    use serde::forward_to_deserialize_any;
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    /// A buffered value of a self-describing format (TOML or JSON), floats kept exactly.
+    #[derive(Debug, Clone, PartialEq)]
+    pub(super) enum Raw {
+        Bool(bool),
+        I64(i64),
+        U64(u64),
+        F64(f64),
+        Str(String),
+        Unit,
+        Seq(Vec<Raw>),
+        Map(Vec<(String, Raw)>),
+    }
+
+    impl Raw {
+        pub(super) fn unexpected(&self) -> Unexpected<'_> {
+            match self {
+                Raw::Bool(b) => Unexpected::Bool(*b),
+                Raw::I64(i) => Unexpected::Signed(*i),
+                Raw::U64(u) => Unexpected::Unsigned(*u),
+                Raw::F64(f) => Unexpected::Float(*f),
+                Raw::Str(s) => Unexpected::Str(s),
+                Raw::Unit => Unexpected::Unit,
+                Raw::Seq(_) => Unexpected::Seq,
+                Raw::Map(_) => Unexpected::Map,
+            }
+        }
+    }
+
+    impl<'de> de::Deserialize<'de> for Raw {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(RawVisitor)
+        }
+    }
+
+    struct RawVisitor;
+
+    impl<'de> Visitor<'de> for RawVisitor {
+        type Value = Raw;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("any value")
+        }
+        fn visit_bool<E: de::Error>(self, v: bool) -> Result<Raw, E> {
+            Ok(Raw::Bool(v))
+        }
+        fn visit_i64<E: de::Error>(self, v: i64) -> Result<Raw, E> {
+            Ok(Raw::I64(v))
+        }
+        fn visit_u64<E: de::Error>(self, v: u64) -> Result<Raw, E> {
+            Ok(Raw::U64(v))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Raw, E> {
+            Ok(Raw::F64(v))
+        }
+        fn visit_str<E: de::Error>(self, v: &str) -> Result<Raw, E> {
+            Ok(Raw::Str(v.to_owned()))
+        }
+        fn visit_string<E: de::Error>(self, v: String) -> Result<Raw, E> {
+            Ok(Raw::Str(v))
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Raw, E> {
+            Ok(Raw::Unit)
+        }
+        fn visit_none<E: de::Error>(self) -> Result<Raw, E> {
+            Ok(Raw::Unit)
+        }
+        fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Raw, D::Error> {
+            d.deserialize_any(RawVisitor)
+        }
+        fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Raw, A::Error> {
+            let mut v = Vec::new();
+            while let Some(x) = seq.next_element()? {
+                v.push(x);
+            }
+            Ok(Raw::Seq(v))
+        }
+        fn visit_map<A: de::MapAccess<'de>>(self, mut map: A) -> Result<Raw, A::Error> {
+            let mut v = Vec::new();
+            while let Some(entry) = map.next_entry::<String, Raw>()? {
+                v.push(entry);
+            }
+            Ok(Raw::Map(v))
+        }
+    }
+
+    /// A [`Raw`] as a deserializer with the error type `E` of the enclosing format.
+    pub(super) struct RawDe<E> {
+        raw: Raw,
+        err: PhantomData<E>,
+    }
+
+    impl<E> RawDe<E> {
+        pub(super) fn new(raw: Raw) -> Self {
+            Self { raw, err: PhantomData }
+        }
+    }
+
+    impl<'de, E: de::Error> IntoDeserializer<'de, E> for Raw {
+        type Deserializer = RawDe<E>;
+        fn into_deserializer(self) -> RawDe<E> {
+            RawDe::new(self)
+        }
+    }
+
+    impl<'de, E: de::Error> Deserializer<'de> for RawDe<E> {
+        type Error = E;
+
+        fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
+            match self.raw {
+                Raw::Bool(b) => visitor.visit_bool(b),
+                Raw::I64(i) => visitor.visit_i64(i),
+                Raw::U64(u) => visitor.visit_u64(u),
+                Raw::F64(f) => visitor.visit_f64(f),
+                Raw::Str(s) => visitor.visit_string(s),
+                Raw::Unit => visitor.visit_unit(),
+                Raw::Seq(v) => {
+                    let mut seq = SeqDeserializer::new(v.into_iter());
+                    let out = visitor.visit_seq(&mut seq)?;
+                    seq.end()?;
+                    Ok(out)
+                }
+                Raw::Map(v) => {
+                    let mut map = MapDeserializer::new(v.into_iter());
+                    let out = visitor.visit_map(&mut map)?;
+                    map.end()?;
+                    Ok(out)
+                }
+            }
+        }
+
+        fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, E> {
+            match self.raw {
+                Raw::Unit => visitor.visit_none(),
+                _ => visitor.visit_some(self),
+            }
+        }
+
+        fn deserialize_newtype_struct<V: Visitor<'de>>(self, _name: &'static str, visitor: V) -> Result<V::Value, E> {
+            visitor.visit_newtype_struct(self)
+        }
+
+        fn deserialize_enum<V: Visitor<'de>>(
+            self,
+            _name: &'static str,
+            _variants: &'static [&'static str],
+            visitor: V,
+        ) -> Result<V::Value, E> {
+            match self.raw {
+                Raw::Str(s) => visitor.visit_enum(IntoDeserializer::<E>::into_deserializer(s)),
+                Raw::Map(mut v) if v.len() == 1 => {
+                    let (variant, value) = v.remove(0);
+                    visitor.visit_enum(RawEnum { variant, value, err: PhantomData })
+                }
+                other => Err(E::invalid_type(other.unexpected(), &"a variant name or a table with one key")),
+            }
+        }
+
+        forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+            bytes byte_buf unit unit_struct seq tuple tuple_struct map struct identifier ignored_any
+        }
+    }
+
+    /// An externally tagged enum value: `{ variant = value }`.
+    pub(super) struct RawEnum<E> {
+        pub(super) variant: String,
+        pub(super) value: Raw,
+        pub(super) err: PhantomData<E>,
+    }
+
+    impl<'de, E: de::Error> EnumAccess<'de> for RawEnum<E> {
+        type Error = E;
+        type Variant = RawVariant<E>;
+        fn variant_seed<S: DeserializeSeed<'de>>(self, seed: S) -> Result<(S::Value, RawVariant<E>), E> {
+            let v = seed.deserialize(StringDeserializer::<E>::new(self.variant))?;
+            Ok((v, RawVariant { value: self.value, err: PhantomData }))
+        }
+    }
+
+    pub(super) struct RawVariant<E> {
+        value: Raw,
+        err: PhantomData<E>,
+    }
+
+    impl<'de, E: de::Error> VariantAccess<'de> for RawVariant<E> {
+        type Error = E;
+
+        /// A variant without fields accepts no keys: unlike serde's internally tagged enums,
+        /// which drop every key next to the tag of a unit variant.
+        fn unit_variant(self) -> Result<(), E> {
+            match self.value {
+                Raw::Unit => Ok(()),
+                Raw::Map(m) => match m.first() {
+                    None => Ok(()),
+                    Some((key, _)) => {
+                        Err(E::custom(format!("at `{key}`: unknown field `{key}`: this kind takes no fields")))
+                    }
+                },
+                other => Err(E::invalid_type(other.unexpected(), &"a variant without fields")),
+            }
+        }
+
+        fn newtype_variant_seed<S: DeserializeSeed<'de>>(self, seed: S) -> Result<S::Value, E> {
+            seed.deserialize(RawDe::new(self.value))
+        }
+
+        fn tuple_variant<V: Visitor<'de>>(self, _len: usize, visitor: V) -> Result<V::Value, E> {
+            RawDe::<E>::new(self.value).deserialize_seq(visitor)
+        }
+
+        fn struct_variant<V: Visitor<'de>>(self, _fields: &'static [&'static str], visitor: V) -> Result<V::Value, E> {
+            RawDe::<E>::new(self.value).deserialize_map(visitor)
+        }
+    }
+
+    /// The dotted form of a tracked path (`a.b[2].c`), without its first `skip` segments.
+    pub(super) fn dotted(path: &serde_path_to_error::Path, skip: usize) -> String {
+        let mut out = String::new();
+        for seg in path.iter().skip(skip) {
+            match seg {
+                serde_path_to_error::Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+                serde_path_to_error::Segment::Map { key } | serde_path_to_error::Segment::Enum { variant: key } => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(key);
+                }
+                serde_path_to_error::Segment::Unknown => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push('?');
+                }
+            }
+        }
+        out
+    }
+
+    /// `prefix` followed by the paths of every leading `at `…`: ` of `message`, and the rest of
+    /// the message.
+    pub(super) fn join_at(prefix: &str, message: &str) -> (String, String) {
+        let mut path = prefix.to_owned();
+        let mut rest = message;
+        while let Some((inner, tail)) = rest.strip_prefix("at `").and_then(|r| r.split_once("`: ")) {
+            if !inner.is_empty() {
+                if !path.is_empty() && !inner.starts_with('[') {
+                    path.push('.');
+                }
+                path.push_str(inner);
+            }
+            rest = tail;
+        }
+        (path, rest.to_owned())
+    }
+
+    /// Deserialises `raw` as a `T`, reporting an error at its path inside `raw`.
+    pub(super) fn nested<'de, T: de::Deserialize<'de>, E: de::Error>(
+        raw: Raw,
+        skip: usize,
+        empty: &str,
+    ) -> Result<T, E> {
+        serde_path_to_error::deserialize(RawDe::<E>::new(raw)).map_err(|e| {
+            let mut path = dotted(e.path(), skip);
+            if path.is_empty() {
+                path = empty.to_owned();
+            }
+            let (path, msg) = join_at(&path, e.into_inner().to_string().trim_end());
+            if path.is_empty() {
+                E::custom(msg)
+            } else {
+                E::custom(format!("at `{path}`: {msg}"))
+            }
+        })
+    }
+}
+
+/// The `kind` of every selector, in the order of the variants.
+const SELECTOR_KINDS: [&str; 11] = [
+    "uniform",
+    "history_resampling",
+    "dynamic_sampling",
+    "online_difficulty",
+    "mopps",
+    "dps",
+    "gps",
+    "mpts",
+    "pdts",
+    "drm",
+    "gdrm",
+];
+
+/// [`SelectorConfig`] as serde derives it for an externally tagged enum (`{ dps = { params =
+/// .. } }`), which the internally tagged TOML form is rearranged into: its unit variant
+/// refuses stray keys and its errors keep their paths.
+#[derive(Deserialize)]
+#[serde(remote = "SelectorConfig", rename_all = "snake_case", deny_unknown_fields)]
+#[allow(dead_code)] // read only by the derived deserializer
+enum SelectorDe {
+    Uniform,
+    HistoryResampling {
+        #[serde(default)]
+        params: HistoryResamplingParams,
+    },
+    DynamicSampling {
+        #[serde(default = "default_gen_batches")]
+        max_gen_batches: usize,
+    },
+    OnlineDifficulty {
+        #[serde(default = "default_gen_batches")]
+        max_gen_batches: usize,
+        #[serde(default = "default_p_lo")]
+        p_lo: f64,
+        #[serde(default = "default_p_hi")]
+        p_hi: f64,
+    },
+    Mopps {
+        #[serde(default)]
+        params: MoppsParams,
+    },
+    Dps {
+        #[serde(default)]
+        params: DpsParams,
+    },
+    Gps {
+        #[serde(default)]
+        params: GpsParams,
+        #[serde(default = "default_embed_dim")]
+        embed_dim: usize,
+    },
+    Mpts {
+        #[serde(default)]
+        params: MptsParams,
+        #[serde(default = "default_embed_dim")]
+        embed_dim: usize,
+    },
+    Pdts {
+        #[serde(default)]
+        params: PdtsParams,
+        #[serde(default = "default_embed_dim")]
+        embed_dim: usize,
+    },
+    Drm {
+        #[serde(default = "default_risk")]
+        risk_from_rewards: RiskFromRewards,
+    },
+    Gdrm {
+        #[serde(default)]
+        params: GdrmParams,
+    },
+}
+
+#[derive(Deserialize)]
+struct SelectorWrap(#[serde(with = "SelectorDe")] SelectorConfig);
+
+impl<'de> Deserialize<'de> for SelectorConfig {
+    /// A table with `kind` (one of the variants, snake_case) and the variant's fields; any
+    /// other key is an error naming it, also next to `kind = "uniform"`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error;
+        let de::Raw::Map(entries) = de::Raw::deserialize(d)? else {
+            return Err(D::Error::custom("expected a table with `kind` and the selector's fields"));
+        };
+        let mut kind = None;
+        let mut rest = Vec::with_capacity(entries.len());
+        for (k, v) in entries {
+            if k == "kind" {
+                kind = Some(v);
+            } else {
+                rest.push((k, v));
+            }
+        }
+        let kinds = SELECTOR_KINDS.join(", ");
+        let kind = match kind {
+            Some(de::Raw::Str(s)) => s,
+            Some(other) => {
+                return Err(D::Error::custom(format!(
+                    "at `kind`: invalid type: {}, expected a selector name ({kinds})",
+                    other.unexpected()
+                )))
+            }
+            None => return Err(D::Error::custom(format!("at `kind`: missing field `kind` (one of {kinds})"))),
+        };
+        if !SELECTOR_KINDS.contains(&kind.as_str()) {
+            return Err(D::Error::custom(format!(
+                "at `kind`: unknown selector kind `{kind}`, expected one of {kinds}"
+            )));
+        }
+        let wrapped: SelectorWrap = de::nested(de::Raw::Map(vec![(kind, de::Raw::Map(rest))]), 1, "")?;
+        Ok(wrapped.0)
+    }
+}
+
+/// `replay` as read: off, or parameters with a note whether `group_size` was written (else it
+/// follows `rl.group_size`).
+#[derive(Debug, Clone, PartialEq)]
+enum ReplayField {
+    Off,
+    On { params: ReplayParams, group_size_set: bool },
+}
+
+impl<'de> Deserialize<'de> for ReplayField {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        use serde::de::Error;
+        match de::Raw::deserialize(d)? {
+            de::Raw::Bool(false) => Ok(Self::Off),
+            de::Raw::Bool(true) => Ok(Self::On { params: ReplayParams::default(), group_size_set: false }),
+            de::Raw::Map(entries) => {
+                let group_size_set = entries.iter().any(|(k, _)| k == "group_size");
+                let params = de::nested(de::Raw::Map(entries), 0, "")?;
+                Ok(Self::On { params, group_size_set })
+            }
+            other => Err(D::Error::invalid_type(
+                other.unexpected(),
+                &"`false` (off), `true` (the defaults) or a table of replay parameters",
+            )),
+        }
+    }
+}
+
+/// [`RunConfig`] as read from a file: `replay.group_size` not yet resolved.
+#[derive(Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct RunConfigDe {
+    seed: u64,
+    device: String,
+    task: TaskConfig,
+    model: LmConfig,
+    sft: SftConfig,
+    rl: RlConfig,
+    selector: SelectorConfig,
+    replay: ReplayField,
+    effectiveness: EffectivenessRule,
+    loss: LossParams,
+    eval: EvalConfig,
+}
+
+impl Default for RunConfigDe {
+    fn default() -> Self {
+        let d = RunConfig::default();
+        Self {
+            seed: d.seed,
+            device: d.device,
+            task: d.task,
+            model: d.model,
+            sft: d.sft,
+            rl: d.rl,
+            selector: d.selector,
+            replay: match d.replay {
+                Some(params) => ReplayField::On { params, group_size_set: false },
+                None => ReplayField::Off,
+            },
+            effectiveness: d.effectiveness,
+            loss: d.loss,
+            eval: d.eval,
+        }
+    }
+}
+
+impl From<RunConfigDe> for RunConfig {
+    fn from(d: RunConfigDe) -> Self {
+        let replay = match d.replay {
+            ReplayField::Off => None,
+            ReplayField::On { mut params, group_size_set } => {
+                if !group_size_set {
+                    params.group_size = d.rl.group_size;
+                }
+                Some(params)
+            }
+        };
+        Self {
+            seed: d.seed,
+            device: d.device,
+            task: d.task,
+            model: d.model,
+            sft: d.sft,
+            rl: d.rl,
+            selector: d.selector,
+            replay,
+            effectiveness: d.effectiveness,
+            loss: d.loss,
+            eval: d.eval,
+        }
+    }
+}
+
+/// A TOML parse error as [`TrainError::ConfigParse`]: the dotted key and the message with its
+/// line and column.
+fn parse_error(text: &str, e: serde_path_to_error::Error<toml::de::Error>) -> TrainError {
+    let path = de::dotted(e.path(), 0);
+    let inner = e.into_inner();
+    let (key, message) = de::join_at(&path, inner.message().trim_end());
+    let location = inner.span().map(|span| {
+        let before = text.get(..span.start).unwrap_or(text);
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        format!(" (line {line}, column {column})")
+    });
+    TrainError::ConfigParse {
+        key: if key.is_empty() { "(top level)".into() } else { key },
+        message: format!("{message}{}", location.unwrap_or_default()),
+    }
+}
+
+/// Prefixes the field named by a parameter error of a nested section with `prefix.` (the
+/// upstream crates name fields relative to their own parameter set).
+fn at(prefix: &str, e: impl Into<TrainError>) -> TrainError {
+    let join = |name: String| {
+        if name == prefix || name.starts_with(&format!("{prefix}.")) || name.starts_with(&format!("{prefix}[")) {
+            name
+        } else if name.starts_with('[') {
+            format!("{prefix}{name}")
+        } else {
+            format!("{prefix}.{name}")
+        }
+    };
+    match e.into() {
+        TrainError::InvalidConfig { field, value, reason } => {
+            TrainError::InvalidConfig { field: join(field), value, reason }
+        }
+        TrainError::Task(rlvr_tasks::TaskError::InvalidParameter { name, value, reason }) => {
+            TrainError::Task(rlvr_tasks::TaskError::InvalidParameter { name: join(name), value, reason })
+        }
+        TrainError::Lm(rl_lm::LmError::InvalidConfig { name, value, reason }) => {
+            TrainError::Lm(rl_lm::LmError::InvalidConfig { name: join(name), value, reason })
+        }
+        TrainError::Lm(rl_lm::LmError::InvalidParameter { name, value, reason }) => {
+            TrainError::Lm(rl_lm::LmError::InvalidParameter { name: join(name), value, reason })
+        }
+        TrainError::Loss(rlvr_core::RlvrCoreError::InvalidParameter { name, value, reason }) => {
+            TrainError::Loss(rlvr_core::RlvrCoreError::InvalidParameter { name: join(name), value, reason })
+        }
+        TrainError::Replay(rlvr_replay::ReplayError::InvalidParameter { name, value, reason }) => {
+            TrainError::Replay(rlvr_replay::ReplayError::InvalidParameter { name: join(name), value, reason })
+        }
+        TrainError::Replay(rlvr_replay::ReplayError::Rlvr(rlvr_core::RlvrCoreError::InvalidParameter {
+            name,
+            value,
+            reason,
+        })) => TrainError::Replay(rlvr_replay::ReplayError::Rlvr(rlvr_core::RlvrCoreError::InvalidParameter {
+            name: join(name),
+            value,
+            reason,
+        })),
+        TrainError::Select(rlvr_select::SelectError::InvalidParameter { name, value, reason }) => {
+            TrainError::Select(rlvr_select::SelectError::InvalidParameter { name: join(name), value, reason })
+        }
+        TrainError::Select(rlvr_select::SelectError::Core(rl_core::RlCoreError::InvalidParameter {
+            name,
+            value,
+            reason,
+        })) => TrainError::Select(rlvr_select::SelectError::Core(rl_core::RlCoreError::InvalidParameter {
+            name: join(name),
+            value,
+            reason,
+        })),
+        TrainError::Core(rl_core::RlCoreError::InvalidParameter { name, value, reason }) => {
+            TrainError::Core(rl_core::RlCoreError::InvalidParameter { name: join(name), value, reason })
+        }
+        other => other,
     }
 }

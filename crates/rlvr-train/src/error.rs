@@ -92,7 +92,16 @@ pub enum TrainError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// TOML config parse error.
+    /// A config file that does not parse: TOML syntax, an unknown or stray key, a value of the
+    /// wrong type. Names the key by its dotted path (`selector.params.decay`).
+    #[error("config `{key}`: {message}")]
+    ConfigParse {
+        /// Dotted path of the key (`(top level)` for a syntax error outside any table).
+        key: String,
+        /// What is wrong, with the line and column where the file has them.
+        message: String,
+    },
+    /// TOML parse error from a reader without key paths.
     #[error("config: {0}")]
     Toml(#[from] toml::de::Error),
     /// JSON (de)serialisation.

@@ -296,8 +296,13 @@ fn bad_configs_and_checkpoints_are_typed_errors() -> Result<()> {
     bad(&|c| c.eval.k = 9, "eval.k")?;
     bad(&|c| c.model.vocab_size = 30, "model.vocab_size")?;
     bad(&|c| c.replay = Some(ReplayParams::new(4)), "replay.group_size")?;
-    ensure!(matches!(RunConfig::from_toml_str("[rl]\nstepz = 3\n"), Err(TrainError::Toml(_))));
-    ensure!(matches!(RunConfig::from_toml_str("[selector]\nkind = \"oracle\"\n"), Err(TrainError::Toml(_))));
+    ensure!(
+        matches!(RunConfig::from_toml_str("[rl]\nstepz = 3\n"), Err(TrainError::ConfigParse { key, .. }) if key == "rl.stepz")
+    );
+    ensure!(matches!(
+        RunConfig::from_toml_str("[selector]\nkind = \"oracle\"\n"),
+        Err(TrainError::ConfigParse { key, .. }) if key == "selector.kind"
+    ));
 
     // A corrupt warm-start checkpoint and one of another shape.
     let dir = tempfile::tempdir()?;
