@@ -21,7 +21,10 @@ const SIZES: [usize; 2] = [1_000_000, 10_000_000];
 /// One step's inputs: a random candidate window of `RATIO * B` and `B` random outcomes.
 fn step_inputs(n: usize, rng: &mut impl Rng) -> (Vec<u64>, Vec<Outcome>) {
     let cands: Vec<u64> = rand::seq::index::sample(rng, n, RATIO * B).into_iter().map(|i| i as u64).collect();
-    let outcomes = cands[..B].iter().map(|&id| Outcome::from_successes(id, rng.random_range(0..=K), K)).collect();
+    let outcomes = cands[..B]
+        .iter()
+        .map(|&id| Outcome::from_successes(id, rng.random_range(0..=K), K).expect("successes <= K"))
+        .collect();
     (cands, outcomes)
 }
 

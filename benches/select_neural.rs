@@ -26,7 +26,7 @@ fn outcomes(ids: &[u64], x: &[f32], dim: usize) -> Vec<Outcome> {
             let f = x[i * dim..(i + 1) * dim].to_vec();
             let p = (0.5 + 0.4 * f[0]).clamp(0.0, 1.0);
             let s = (p * 8.0).round() as usize;
-            Outcome { features: Some(f), risk: None, ..Outcome::from_successes(id, s, 8) }
+            Outcome { features: Some(f), risk: None, ..Outcome::from_successes(id, s, 8).expect("successes <= 8") }
         })
         .collect()
 }

@@ -222,10 +222,10 @@ mod tests {
     fn esr_rollouts_and_confusion() {
         let mut d = Diagnostics::new(4);
         let outcomes = vec![
-            Outcome::from_successes(0, 0, 4),
-            Outcome::from_successes(1, 2, 4),
-            Outcome::from_successes(2, 4, 4),
-            Outcome::from_successes(3, 1, 4),
+            Outcome::from_successes(0, 0, 4).unwrap(),
+            Outcome::from_successes(1, 2, 4).unwrap(),
+            Outcome::from_successes(2, 4, 4).unwrap(),
+            Outcome::from_successes(3, 1, 4).unwrap(),
         ];
         let sel = Selection {
             ids: vec![0, 1, 2, 3],
@@ -252,7 +252,7 @@ mod tests {
     #[test]
     fn sums_over_steps_means_and_metrics() {
         let mut d = Diagnostics::new(3);
-        let o = |id, s| Outcome::from_successes(id, s, 4);
+        let o = |id, s| Outcome::from_successes(id, s, 4).unwrap();
         // step 1: ids 0 (partial) and 1 (solved); tie in class probs picks the first maximum
         let sel1 = Selection { ids: vec![0, 1], selection_rollouts: 5, ..Selection::default() };
         let tie = Prediction { mean: 0.2, std: None, class_probs: Some([0.4, 0.4, 0.2]) };

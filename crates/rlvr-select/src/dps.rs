@@ -200,7 +200,7 @@ const PROPAGATED: u8 = 2;
 /// let mut dps = Dps::new(DpsParams::default().check()?, 1000)?;
 /// let ids: Vec<u64> = (0..64).collect();
 /// let sel = dps.select(0, Candidates::new(&ids), 16, &mut NoRollouts, &mut rng)?;
-/// let outcomes: Vec<Outcome> = sel.ids.iter().map(|&id| Outcome::from_successes(id, 4, 8)).collect();
+/// let outcomes: Vec<Outcome> = sel.ids.iter().map(|&id| Outcome::from_successes(id, 4, 8)).collect::<Result<_, _>>()?;
 /// dps.observe(0, &outcomes, &mut rng)?; // updates the 16, propagates the other 48
 /// assert!(dps.belief(sel.ids[0])?[1] > 1.0 / 3.0);
 /// # Ok::<(), rlvr_select::SelectError>(())
@@ -278,6 +278,10 @@ impl Cache {
         Self { a0, mu0, scratch: Vec::new() }
     }
 }
+
+/// How far a loaded belief's sum may be from 1 (the propagation pass renormalises in `f32`
+/// every step, so a saved belief is within a few ulps of 1).
+const BELIEF_SUM_TOL: f32 = 1e-3;
 
 /// Smallest magnitude kept by the propagation pass; see [`Dps`]'s `propagate`.
 const FLUSH: f32 = 1e-30;
@@ -640,6 +644,16 @@ impl Selector for Dps {
         }
         if new.alpha.iter().chain(&new.before).flatten().any(|x| !(x.is_finite() && *x >= 0.0)) {
             return Err(SelectError::InvalidState("DPS alpha/beliefs must be finite and >= 0".into()));
+        }
+        // Each prompt's belief is a distribution over (unsolved, partial, solved): an all-zero
+        // one would make every prediction NaN, ranked silently by `select`.
+        let [b0, b1, b2] = &new.before;
+        let sums_to_one = |s: f32| (s - 1.0).abs() <= BELIEF_SUM_TOL;
+        if let Some(i) = (0..n).find(|&i| !sums_to_one(b0[i] + b1[i] + b2[i])) {
+            return Err(SelectError::InvalidState(format!(
+                "DPS belief of prompt {i} is [{}, {}, {}], which does not sum to 1",
+                b0[i], b1[i], b2[i]
+            )));
         }
         if (0..3).any(|c| (0..n).any(|i| new.alpha[c][i] + new.alpha[3 + c][i] + new.alpha[6 + c][i] <= 0.0)) {
             return Err(SelectError::InvalidState("DPS alpha columns must have positive sums".into()));

@@ -160,7 +160,7 @@ impl Params for MoppsParams {
 /// let mut mopps = Mopps::new(MoppsParams::default().check()?, 100)?;
 /// let ids: Vec<u64> = (0..32).collect();
 /// let sel = mopps.select(0, Candidates::new(&ids), 8, &mut NoRollouts, &mut rng)?;
-/// let outcomes: Vec<Outcome> = sel.ids.iter().map(|&id| Outcome::from_successes(id, 3, 8)).collect();
+/// let outcomes: Vec<Outcome> = sel.ids.iter().map(|&id| Outcome::from_successes(id, 3, 8)).collect::<Result<_, _>>()?;
 /// mopps.observe(0, &outcomes, &mut rng)?;
 /// assert_eq!(mopps.posterior(sel.ids[0])?, (4.0, 6.0));
 /// # Ok::<(), rlvr_select::SelectError>(())
@@ -394,15 +394,15 @@ mod tests {
         let mut rng = rl_core::rng_from_seed(0);
         let mut m = Mopps::new(MoppsParams::default().decay(0.5).check()?, 4)?;
         for (s, want) in [(6, (7.0, 3.0)), (0, (4.0, 10.0)), (8, (10.5, 5.5))] {
-            m.observe(0, &[Outcome::from_successes(2, s, 8)], &mut rng)?;
+            m.observe(0, &[Outcome::from_successes(2, s, 8)?], &mut rng)?;
             assert_eq!(m.posterior(2)?, want);
         }
         assert_eq!(m.posterior(1)?, (1.0, 1.0));
         assert_eq!(m.times_sampled(2)?, 3);
         // λ = 1: plain conjugate accumulation.
         let mut m = Mopps::new(MoppsParams::default().check()?, 4)?;
-        m.observe(0, &[Outcome::from_successes(0, 3, 8)], &mut rng)?;
-        m.observe(1, &[Outcome::from_successes(0, 5, 8)], &mut rng)?;
+        m.observe(0, &[Outcome::from_successes(0, 3, 8)?], &mut rng)?;
+        m.observe(1, &[Outcome::from_successes(0, 5, 8)?], &mut rng)?;
         assert_eq!(m.posterior(0)?, (9.0, 9.0));
         Ok(())
     }
@@ -427,7 +427,7 @@ mod tests {
                         8,
                     )
                 })
-                .collect();
+                .collect::<Result<_>>()?;
             m.observe(0, &o, &mut rng)?;
         }
         let ids: Vec<u64> = (0..30).collect();
@@ -441,11 +441,11 @@ mod tests {
         let mut rng = rl_core::rng_from_seed(0);
         let mut m = Mopps::new(MoppsParams::default().check()?, 4)?;
         let before = m.save_state()?;
-        let bad = [Outcome::from_successes(0, 3, 8), Outcome::new(1, vec![f32::NAN; 8])];
+        let bad = [Outcome::from_successes(0, 3, 8)?, Outcome::new(1, vec![f32::NAN; 8])];
         assert!(matches!(m.observe(0, &bad, &mut rng), Err(SelectError::NonFiniteReward { id: 1, .. })));
-        let bad = [Outcome::from_successes(0, 3, 8), Outcome::from_successes(9, 3, 8)];
+        let bad = [Outcome::from_successes(0, 3, 8)?, Outcome::from_successes(9, 3, 8)?];
         assert!(matches!(m.observe(0, &bad, &mut rng), Err(SelectError::UnknownId { id: 9, .. })));
-        let bad = [Outcome::from_successes(0, 3, 8), Outcome::from_successes(1, 3, 4)];
+        let bad = [Outcome::from_successes(0, 3, 8)?, Outcome::from_successes(1, 3, 4)?];
         assert!(matches!(m.observe(0, &bad, &mut rng), Err(SelectError::GroupSizeMismatch { id: 1, .. })));
         assert_eq!(m.save_state()?, before);
         Ok(())

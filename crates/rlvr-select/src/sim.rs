@@ -448,7 +448,7 @@ impl PromptPoolSim {
                 _ => rng.random_range(1..k.max(2)),
             },
         };
-        Ok(Outcome::from_successes(id, s, k))
+        Outcome::from_successes(id, s, k)
     }
 
     /// Rolls out `group_size` responses for each id, for training (counted).

@@ -7,6 +7,7 @@ use crate::error::{invalid, Result, SelectError};
 use crate::types::{Candidates, ItemId};
 use rand::seq::SliceRandom;
 use rand::{Rng, RngCore};
+use rl_core::MemoryBudget;
 use serde::{Deserialize, Serialize};
 
 /// Produces the candidate set of each training step.
@@ -68,6 +69,13 @@ impl From<EpochWindow> for EpochWindowRepr {
 impl TryFrom<EpochWindowRepr> for EpochWindow {
     type Error = SelectError;
     fn try_from(r: EpochWindowRepr) -> Result<Self> {
+        if r.perm.len() != r.n {
+            return Err(SelectError::InvalidState(format!(
+                "epoch window: `perm` has {} ids for a pool of n = {}",
+                r.perm.len(),
+                r.n
+            )));
+        }
         let mut w = EpochWindow::new(r.n, r.ratio)?;
         let mut seen = r.perm.clone();
         seen.sort_unstable();
@@ -98,7 +106,8 @@ impl EpochWindow {
     /// Windows of `ratio * B` over `0..n`.
     ///
     /// # Errors
-    /// `n == 0` or `ratio == 0`.
+    /// `n == 0` or `ratio == 0`; [`SelectError::Core`] with [`RlCoreError::TooLarge`](rl_core::RlCoreError::TooLarge)
+    /// when the permutation of `n` ids (8 bytes each) exceeds the default [`MemoryBudget`].
     pub fn new(n: usize, ratio: usize) -> Result<Self> {
         if n == 0 {
             return Err(invalid("n", n, "the pool must hold at least one prompt"));
@@ -106,6 +115,7 @@ impl EpochWindow {
         if ratio == 0 {
             return Err(invalid("ratio", ratio, "the candidate ratio must be at least 1"));
         }
+        MemoryBudget::default().check_elems("epoch window permutation (n ids)", &[n as u64], 8)?;
         Ok(Self {
             n,
             ratio,
@@ -121,9 +131,9 @@ impl EpochWindow {
     /// Attaches a feature table (`n * dim` floats, row `i` = prompt `i`) gathered into each window.
     ///
     /// # Errors
-    /// A length mismatch or `dim == 0`.
+    /// A length mismatch (also when `n * dim` overflows) or `dim == 0`.
     pub fn with_features(mut self, features: Vec<f32>, dim: usize) -> Result<Self> {
-        if dim == 0 || features.len() != self.n * dim {
+        if dim == 0 || self.n.checked_mul(dim) != Some(features.len()) {
             return Err(invalid("features", features.len(), "the feature table must hold n * dim floats"));
         }
         self.features = Some((features, dim));

@@ -1,6 +1,6 @@
 //! Data types shared by every selector: ids, candidate sets, outcomes, selections, predictions.
 
-use crate::error::{Result, SelectError};
+use crate::error::{invalid, Result, SelectError};
 use serde::{Deserialize, Serialize};
 
 /// Identifier of a prompt (or task). Selectors with per-prompt state ([`crate::Dps`],
@@ -28,11 +28,12 @@ impl<'a> Candidates<'a> {
     /// # Errors
     /// [`SelectError::Features`] on a length mismatch, `dim == 0` or a non-finite feature.
     pub fn with_features(ids: &'a [ItemId], features: &'a [f32], dim: usize) -> Result<Self> {
-        if dim == 0 || features.len() != ids.len() * dim {
+        let want = ids.len().checked_mul(dim);
+        if dim == 0 || want != Some(features.len()) {
             return Err(SelectError::Features(format!(
                 "expected {} x {dim} = {} floats, got {} (dim must be >= 1)",
                 ids.len(),
-                ids.len() * dim,
+                want.map_or_else(|| "(overflow)".to_string(), |w| w.to_string()),
                 features.len()
             )));
         }
@@ -126,13 +127,22 @@ impl Outcome {
         Self { id, rewards, features: None, risk: None }
     }
 
-    /// A binary outcome with `successes` ones followed by `k - successes` zeros
-    /// (`successes` is clamped to `k`).
-    pub fn from_successes(id: ItemId, successes: usize, k: usize) -> Self {
-        let s = successes.min(k);
+    /// A binary outcome with `successes` ones followed by `k - successes` zeros.
+    ///
+    /// # Errors
+    /// [`SelectError::InvalidParameter`] naming `successes` when `successes > k` (a group cannot
+    /// have more successes than rollouts).
+    pub fn from_successes(id: ItemId, successes: usize, k: usize) -> Result<Self> {
+        if successes > k {
+            return Err(invalid(
+                "successes",
+                successes,
+                format!("more successes than the k = {k} rollouts of prompt {id}"),
+            ));
+        }
         let mut rewards = vec![0.0; k];
-        rewards[..s].fill(1.0);
-        Self::new(id, rewards)
+        rewards[..successes].fill(1.0);
+        Ok(Self::new(id, rewards))
     }
 
     /// Group size `k`.
@@ -394,12 +404,26 @@ mod tests {
     }
 
     #[test]
-    fn outcome_states() {
-        assert_eq!(Outcome::from_successes(0, 0, 4).state(), SolveState::Unsolved);
-        assert_eq!(Outcome::from_successes(0, 4, 4).state(), SolveState::Solved);
-        assert_eq!(Outcome::from_successes(0, 2, 4).state(), SolveState::Partial);
-        assert!(Outcome::from_successes(0, 4, 4).is_degenerate());
-        assert!(!Outcome::from_successes(0, 1, 4).is_degenerate());
+    fn outcome_states() -> Result<()> {
+        assert_eq!(Outcome::from_successes(0, 0, 4)?.state(), SolveState::Unsolved);
+        assert_eq!(Outcome::from_successes(0, 4, 4)?.state(), SolveState::Solved);
+        assert_eq!(Outcome::from_successes(0, 2, 4)?.state(), SolveState::Partial);
+        assert!(Outcome::from_successes(0, 4, 4)?.is_degenerate());
+        assert!(!Outcome::from_successes(0, 1, 4)?.is_degenerate());
+        Ok(())
+    }
+
+    #[test]
+    fn more_successes_than_rollouts_is_an_error() -> Result<()> {
+        match Outcome::from_successes(7, 9, 8) {
+            Err(SelectError::InvalidParameter { name, value, .. }) => {
+                assert_eq!((name.as_str(), value.as_str()), ("successes", "9"));
+            }
+            other => panic!("expected InvalidParameter, got {other:?}"),
+        }
+        assert_eq!(Outcome::from_successes(7, 8, 8)?.rewards, vec![1.0; 8]);
+        assert_eq!(Outcome::from_successes(7, 0, 0)?.rewards, Vec::<f32>::new());
+        Ok(())
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! outcome helpers, `predict` of the model-free selectors), each against values known by hand.
 use rl_core::Params;
 use rlvr_select::{
-    BudgetedOracle, Candidates, Dps, DpsParams, Drm, DrmParams, DynamicSampling, FilterParams, FnOracle, Gdrm,
-    GdrmParams, HistoryResampling, HistoryResamplingParams, ItemId, Mopps, MoppsParams, NoRollouts,
+    BudgetedOracle, Candidates, Dps, DpsParams, Drm, DrmParams, DynamicSampling, EpochWindow, FilterParams, FnOracle,
+    Gdrm, GdrmParams, HistoryResampling, HistoryResamplingParams, ItemId, Mopps, MoppsParams, NoRollouts,
     OnlineDifficultyFilter, Outcome, RolloutOracle, SelectError, Selection, Selector, SolveState, Uniform,
 };
 
@@ -39,7 +39,7 @@ fn dps_and_mopps_accessors() -> Res {
     assert_eq!((dps.n_items(), dps.steps(), dps.params().decay), (5, 0, 0.4));
     assert_eq!(Dps::bytes_per_prompt(), 57);
     dps.observe(0, &[], &mut rng)?;
-    dps.observe(1, &[Outcome::from_successes(3, 2, 4)], &mut rng)?;
+    dps.observe(1, &[Outcome::from_successes(3, 2, 4)?], &mut rng)?;
     assert_eq!((dps.steps(), dps.n_tracked(), dps.times_sampled(3)?), (2, 1, 1));
     dps.track_all();
     assert_eq!(dps.n_tracked(), 5);
@@ -67,7 +67,7 @@ fn dps_and_mopps_accessors() -> Res {
     );
     assert!(m.warm_start(4, 0.0, 0.0, 1.0).is_err());
     assert_eq!(m.posterior(1)?, (8.0, 5.0));
-    m.observe(0, &[Outcome::from_successes(2, 1, 4)], &mut rng)?;
+    m.observe(0, &[Outcome::from_successes(2, 1, 4)?], &mut rng)?;
     assert_eq!((m.times_sampled(2)?, m.times_sampled(0)?), (1, 0));
     // predict: the posterior mean and std of Beta(α, β)
     let p = m.predict(Candidates::new(&[1]))?.ok_or(SelectError::InvalidState("no prediction".into()))?;
@@ -81,7 +81,7 @@ fn dps_and_mopps_accessors() -> Res {
 fn history_resampling_epochs() -> Res {
     let mut rng = rl_core::rng_from_seed(2);
     let mut h = HistoryResampling::new(HistoryResamplingParams::default().epoch_steps(Some(3)).check()?)?;
-    h.observe(0, &[Outcome::from_successes(1, 4, 4), Outcome::from_successes(2, 2, 4)], &mut rng)?;
+    h.observe(0, &[Outcome::from_successes(1, 4, 4)?, Outcome::from_successes(2, 2, 4)?], &mut rng)?;
     assert_eq!(h.solved_this_epoch(), 1);
     // within the epoch the solved prompt is excluded while others remain
     for _ in 0..10 {
@@ -91,7 +91,7 @@ fn history_resampling_epochs() -> Res {
     // step 3 starts epoch 1: the set is cleared
     let _ = h.select(3, Candidates::new(&[0, 1, 2]), 2, &mut NoRollouts, &mut rng)?;
     assert_eq!(h.solved_this_epoch(), 0);
-    h.observe(3, &[Outcome::from_successes(0, 4, 4)], &mut rng)?;
+    h.observe(3, &[Outcome::from_successes(0, 4, 4)?], &mut rng)?;
     assert_eq!(h.save_state()?["epoch"], 1);
     h.new_epoch();
     assert_eq!(h.solved_this_epoch(), 0);
@@ -99,7 +99,7 @@ fn history_resampling_epochs() -> Res {
     h.new_epoch();
     assert_eq!(h.save_state()?["epoch"], 3);
     // with too few eligible candidates the batch is topped up from the excluded ones
-    h.observe(4, &[Outcome::from_successes(0, 4, 4), Outcome::from_successes(1, 4, 4)], &mut rng)?;
+    h.observe(4, &[Outcome::from_successes(0, 4, 4)?, Outcome::from_successes(1, 4, 4)?], &mut rng)?;
     let s = h.select(4, Candidates::new(&[0, 1, 2]), 3, &mut NoRollouts, &mut rng)?;
     assert_eq!(s.ids.len(), 3);
     assert_eq!(s.ids[0], 2);
@@ -129,7 +129,12 @@ fn oracles_count_and_budget() -> Res {
 
 #[test]
 fn outcome_and_candidate_helpers() -> Res {
-    let o = Outcome::from_successes(7, 9, 4);
+    // More successes than rollouts is an error naming `successes`, not a silent clamp.
+    match Outcome::from_successes(7, 9, 4) {
+        Err(SelectError::InvalidParameter { name, .. }) => assert_eq!(name, "successes"),
+        other => panic!("expected InvalidParameter, got {other:?}"),
+    }
+    let o = Outcome::from_successes(7, 4, 4)?;
     assert_eq!((o.k(), o.successes(), o.success_rate(), o.state()), (4, 4.0, 1.0, SolveState::Solved));
     assert!(o.is_degenerate());
     let p = Outcome::new(1, vec![1.0, 0.0, 0.5]);
@@ -152,8 +157,10 @@ fn outcome_and_candidate_helpers() -> Res {
     assert!(Candidates::with_features(&ids, &feats, 0).is_err());
     assert!(Candidates::with_features(&ids, &feats[..3], 2).is_err());
     assert!(Candidates::with_features(&ids, &[0.0, f32::NAN, 0.0, 0.0], 2).is_err());
+    // `ids.len() * dim` overflowing is a typed error, not an overflow panic.
+    assert!(matches!(Candidates::with_features(&ids, &feats, usize::MAX), Err(SelectError::Features(_))));
 
-    let s = Selection { ids: vec![4, 5], prefetched: vec![Outcome::from_successes(5, 1, 2)], ..Selection::default() };
+    let s = Selection { ids: vec![4, 5], prefetched: vec![Outcome::from_successes(5, 1, 2)?], ..Selection::default() };
     assert_eq!(s.prefetched_for(5).map(|o| o.id), Some(5));
     assert!(s.prefetched_for(4).is_none());
     Ok(())
@@ -164,7 +171,7 @@ fn outcome_and_candidate_helpers() -> Res {
 fn mopps_discounted_update_and_state_lengths() -> anyhow::Result<()> {
     let mut rng = rl_core::rng_from_seed(0);
     let mut m = Mopps::new(MoppsParams::default().prior(2.0, 3.0).decay(0.5).check()?, 2)?;
-    m.observe(0, &[Outcome::from_successes(0, 3, 4)], &mut rng)?;
+    m.observe(0, &[Outcome::from_successes(0, 3, 4)?], &mut rng)?;
     let s = m.save_state()?;
     // α = 0.5·2 + 0.5·2 + 3 = 5, β = 0.5·3 + 0.5·3 + (4 − 3) = 4; prompt 1 keeps its prior
     assert_eq!((s["alpha"][0].as_f64(), s["beta"][0].as_f64()), (Some(5.0), Some(4.0)));
@@ -206,12 +213,33 @@ fn mopps_threshold_prefers_the_band() -> anyhow::Result<()> {
     let acq = rlvr_select::MoppsAcquisition::Threshold { lo: 0.3, hi: 0.7 };
     let mut m = Mopps::new(MoppsParams::default().acquisition(acq).check()?, 3)?;
     for step in 0..10 {
-        let o = [Outcome::from_successes(0, 0, 8), Outcome::from_successes(1, 4, 8), Outcome::from_successes(2, 8, 8)];
+        let o =
+            [Outcome::from_successes(0, 0, 8)?, Outcome::from_successes(1, 4, 8)?, Outcome::from_successes(2, 8, 8)?];
         m.observe(step, &o, &mut rng)?;
     }
     let ids: Vec<ItemId> = vec![0, 1, 2];
     for step in 10..30 {
         assert_eq!(m.select(step, Candidates::new(&ids), 1, &mut NoRollouts, &mut rng)?.ids, vec![1]);
     }
+    Ok(())
+}
+
+/// Absurd sizes are typed errors before anything is allocated or multiplied: a pool too large
+/// for the memory budget, a feature table whose `n * dim` overflows, a saved window whose
+/// declared pool size contradicts its permutation.
+#[test]
+fn absurd_sizes_are_typed_errors() -> Res {
+    match EpochWindow::new(usize::MAX, 1) {
+        Err(SelectError::Core(rl_core::RlCoreError::TooLarge { .. })) => {}
+        other => panic!("expected TooLarge, got {other:?}"),
+    }
+    assert!(matches!(
+        EpochWindow::new(3, 1)?.with_features(vec![0.0; 3], usize::MAX),
+        Err(SelectError::InvalidParameter { .. })
+    ));
+    let w = EpochWindow::new(3, 1)?.with_features(vec![0.0; 6], 2)?;
+    let mut saved = serde_json::to_value(&w)?;
+    saved["n"] = serde_json::json!(u64::MAX);
+    assert!(serde_json::from_value::<EpochWindow>(saved).is_err());
     Ok(())
 }

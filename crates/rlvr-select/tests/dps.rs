@@ -34,14 +34,14 @@ fn dps_updates_match_hand_computation() -> anyhow::Result<()> {
     let mut dps = Dps::new(DpsParams::default().decay(0.5).check()?, 4)?;
     let ids = [0u64, 1];
     let _ = dps.select(0, Candidates::new(&ids), 1, &mut NoRollouts, &mut rng)?;
-    dps.observe(0, &[Outcome::from_successes(0, 4, 8)], &mut rng)?;
+    dps.observe(0, &[Outcome::from_successes(0, 4, 8)?], &mut rng)?;
     let b = dps.belief(0)?;
     assert!(close(b[0], 0.3, 1e-6) && close(b[1], 0.4, 1e-6) && close(b[2], 0.3, 1e-6), "{b:?}");
     // Prompt 1 was a candidate: tracked, propagated with α0 (uniform prior is a fixed point).
     assert!(dps.belief(1)?.iter().all(|&x| close(x, 1.0 / 3.0, 1e-6)));
     assert_eq!(dps.n_tracked(), 2);
 
-    dps.observe(1, &[Outcome::from_successes(0, 8, 8)], &mut rng)?;
+    dps.observe(1, &[Outcome::from_successes(0, 8, 8)?], &mut rng)?;
     let b = dps.belief(0)?;
     assert!(close(b[0], 6.0 / 19.0, 1e-6) && close(b[1], 7.0 / 19.0, 1e-6) && close(b[2], 6.0 / 19.0, 1e-6));
     let a = dps.alpha(0)?;
@@ -170,8 +170,11 @@ fn dps_matches_a_literal_f64_implementation_on_random_sequences() -> anyhow::Res
                 lit.register(id);
             }
             let sel = dps.select(step, Candidates::new(&ids), 5, &mut NoRollouts, &mut rng)?;
-            let outcomes: Vec<Outcome> =
-                sel.ids.iter().map(|&id| Outcome::from_successes(id, [0, 3, 8][rng.random_range(0..3)], 8)).collect();
+            let outcomes: Vec<Outcome> = sel
+                .ids
+                .iter()
+                .map(|&id| Outcome::from_successes(id, [0, 3, 8][rng.random_range(0..3)], 8))
+                .collect::<Result<_, _>>()?;
             let obs: Vec<(u64, usize)> = outcomes.iter().map(|o| (o.id, o.state().index())).collect();
             // Sometimes a step without observations.
             if step % 7 == 3 {
@@ -203,7 +206,7 @@ fn top_b_by_partial_probability_and_entropy_term() -> anyhow::Result<()> {
     let o: Vec<Outcome> = [(0, 4), (1, 4), (2, 8), (3, 8), (4, 0), (5, 0)]
         .iter()
         .map(|&(id, s)| Outcome::from_successes(id, s, 8))
-        .collect();
+        .collect::<Result<_, _>>()?;
     for step in 0..3 {
         dps.observe(step, &o, &mut rng)?;
     }
@@ -277,7 +280,7 @@ fn bad_input_is_rejected_and_state_untouched() -> anyhow::Result<()> {
     let mut dps = Dps::new(DpsParams::default().check()?, 8)?;
     let ids: Vec<u64> = (0..6).collect();
     let _ = dps.select(0, Candidates::new(&ids), 3, &mut NoRollouts, &mut rng)?;
-    dps.observe(0, &[Outcome::from_successes(1, 3, 8)], &mut rng)?;
+    dps.observe(0, &[Outcome::from_successes(1, 3, 8)?], &mut rng)?;
     let before = dps.save_state()?;
     let dup = [0u64, 1, 1];
     assert!(matches!(
@@ -295,11 +298,11 @@ fn bad_input_is_rejected_and_state_untouched() -> anyhow::Result<()> {
         Err(SelectError::UnknownId { id: 8, n_items: 8 })
     ));
     let cases: Vec<Vec<Outcome>> = vec![
-        vec![Outcome::from_successes(0, 3, 8), Outcome::from_successes(9, 3, 8)],
-        vec![Outcome::from_successes(0, 3, 8), Outcome::from_successes(0, 3, 8)],
-        vec![Outcome::from_successes(0, 3, 8), Outcome::from_successes(2, 3, 4)],
-        vec![Outcome::from_successes(0, 3, 8), Outcome::new(2, vec![0.0, f32::INFINITY])],
-        vec![Outcome::from_successes(0, 3, 8), Outcome::new(2, vec![])],
+        vec![Outcome::from_successes(0, 3, 8)?, Outcome::from_successes(9, 3, 8)?],
+        vec![Outcome::from_successes(0, 3, 8)?, Outcome::from_successes(0, 3, 8)?],
+        vec![Outcome::from_successes(0, 3, 8)?, Outcome::from_successes(2, 3, 4)?],
+        vec![Outcome::from_successes(0, 3, 8)?, Outcome::new(2, vec![0.0, f32::INFINITY])],
+        vec![Outcome::from_successes(0, 3, 8)?, Outcome::new(2, vec![])],
         vec![Outcome::new(3, vec![0.0, 2.0])],
     ];
     for bad in &cases {
@@ -342,8 +345,8 @@ fn local_prior_with_impossible_transition_stays_finite() -> anyhow::Result<()> {
     // 'local' forbids solved -> unsolved (α0 = 0); the reference divides 0 by 0 here.
     let mut rng = rl_core::rng_from_seed(0);
     let mut dps = Dps::new(DpsParams::default().prior(DpsPrior::Local).decay(0.5).check()?, 2)?;
-    dps.observe(0, &[Outcome::from_successes(0, 8, 8)], &mut rng)?;
-    dps.observe(1, &[Outcome::from_successes(0, 0, 8)], &mut rng)?;
+    dps.observe(0, &[Outcome::from_successes(0, 8, 8)?], &mut rng)?;
+    dps.observe(1, &[Outcome::from_successes(0, 0, 8)?], &mut rng)?;
     let b = dps.belief(0)?;
     assert!(b.iter().all(|x| x.is_finite()) && (b.iter().sum::<f32>() - 1.0).abs() < 1e-5, "{b:?}");
     Ok(())
@@ -363,7 +366,7 @@ fn long_unobserved_runs_never_produce_subnormal_state() -> anyhow::Result<()> {
     let mut dps = Dps::new(DpsParams::default().check()?, 4)?;
     dps.track_all();
     let outcomes =
-        [Outcome::from_successes(0, 0, 8), Outcome::from_successes(1, 4, 8), Outcome::from_successes(2, 8, 8)];
+        [Outcome::from_successes(0, 0, 8)?, Outcome::from_successes(1, 4, 8)?, Outcome::from_successes(2, 8, 8)?];
     dps.observe(0, &outcomes, &mut rng)?;
     for t in 1..400 {
         dps.observe(t, &[], &mut rng)?;
@@ -390,7 +393,7 @@ fn predict_mean_is_half_partial_plus_solved() -> anyhow::Result<()> {
     let mut dps = Dps::new(DpsParams::default().check()?, 4)?;
     let ids: Vec<u64> = (0..4).collect();
     let _ = dps.select(0, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng)?;
-    dps.observe(0, &[Outcome::from_successes(0, 8, 8), Outcome::from_successes(1, 3, 8)], &mut rng)?;
+    dps.observe(0, &[Outcome::from_successes(0, 8, 8)?, Outcome::from_successes(1, 3, 8)?], &mut rng)?;
     let preds = dps.predict(Candidates::new(&ids))?.ok_or_else(|| anyhow::anyhow!("DPS predicts"))?;
     for p in &preds {
         let mu = p.class_probs.ok_or_else(|| anyhow::anyhow!("class probabilities"))?;
@@ -422,6 +425,36 @@ fn load_state_checks_signs_and_column_sums() -> anyhow::Result<()> {
     let mut empty = zeros.clone();
     empty["alpha"][3][0] = serde_json::json!(0.0);
     assert!(matches!(dps.load_state(&empty), Err(SelectError::InvalidState(_))));
+    Ok(())
+}
+
+/// A belief must be a distribution: an all-zero one (NaN predictions) or one that does not sum
+/// to 1 is refused with the prompt named, and the selector keeps its state.
+#[test]
+fn load_state_refuses_beliefs_that_are_not_distributions() -> anyhow::Result<()> {
+    let mut rng = rl_core::rng_from_seed(0);
+    let mut dps = Dps::new(DpsParams::default().check()?, 3)?;
+    let ids: Vec<u64> = (0..3).collect();
+    let sel = dps.select(0, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng)?;
+    let outcomes: Vec<Outcome> =
+        sel.ids.iter().map(|&id| Outcome::from_successes(id, 4, 8)).collect::<Result<_, _>>()?;
+    dps.observe(0, &outcomes, &mut rng)?;
+    let before = dps.save_state()?;
+    for (i, belief) in [(1usize, [0.0, 0.0, 0.0]), (2, [0.5, 0.5, 0.5]), (0, [0.2, 0.2, 0.2])] {
+        let mut bad = before.clone();
+        for (c, v) in belief.iter().enumerate() {
+            bad["before"][c][i] = serde_json::json!(v);
+        }
+        match dps.load_state(&bad) {
+            Err(SelectError::InvalidState(m)) => assert!(m.contains(&format!("prompt {i}")), "{m}"),
+            other => panic!("{belief:?}: expected InvalidState, got {other:?}"),
+        }
+        assert_eq!(dps.save_state()?, before);
+        for id in 0..3 {
+            assert!(dps.belief(id)?.iter().all(|p| p.is_finite()));
+        }
+    }
+    dps.load_state(&before)?;
     Ok(())
 }
 

@@ -99,9 +99,9 @@ fn bad_input_leaves_every_selector_untouched() -> anyhow::Result<()> {
             Err(SelectError::BatchTooLarge { .. })
         ));
         for bad in [
-            vec![Outcome::from_successes(1, 3, 8), Outcome::new(2, vec![f32::NAN; 8])],
-            vec![Outcome::from_successes(1, 3, 8), Outcome::from_successes(2, 3, 6)],
-            vec![Outcome::from_successes(1, 3, 8), Outcome::from_successes(1, 3, 8)],
+            vec![Outcome::from_successes(1, 3, 8)?, Outcome::new(2, vec![f32::NAN; 8])],
+            vec![Outcome::from_successes(1, 3, 8)?, Outcome::from_successes(2, 3, 6)?],
+            vec![Outcome::from_successes(1, 3, 8)?, Outcome::from_successes(1, 3, 8)?],
         ] {
             assert!(sel.observe(1, &bad, &mut rng).is_err(), "{}", sel.name());
         }
@@ -116,7 +116,7 @@ fn bad_input_leaves_every_selector_untouched() -> anyhow::Result<()> {
     ] {
         let before = sel.save_state()?;
         assert!(matches!(
-            sel.observe(0, &[Outcome::from_successes(99, 1, 8)], &mut rng),
+            sel.observe(0, &[Outcome::from_successes(99, 1, 8)?], &mut rng),
             Err(SelectError::UnknownId { id: 99, .. })
         ));
         assert_eq!(sel.save_state()?, before);
@@ -164,7 +164,7 @@ fn thompson_draws_follow_the_beta_posterior_ks_test() -> anyhow::Result<()> {
     for &(succ, fail) in &[(2usize, 6usize), (7, 1), (0, 0)] {
         let mut m = Mopps::new(MoppsParams::default().check()?, 1)?;
         if succ + fail > 0 {
-            m.observe(0, &[Outcome::from_successes(0, succ, succ + fail)], &mut rng)?;
+            m.observe(0, &[Outcome::from_successes(0, succ, succ + fail)?], &mut rng)?;
         }
         let (a, b) = m.posterior(0)?;
         let ids = [0u64];
@@ -255,7 +255,7 @@ struct Fixed {
 impl RolloutOracle for Fixed {
     fn rollout(&mut self, ids: &[u64], k: usize, _rng: &mut dyn rand::RngCore) -> rlvr_select::Result<Vec<Outcome>> {
         self.spent += (ids.len() * k) as u64;
-        Ok(ids.iter().map(|&id| Outcome::from_successes(id, id as usize % (k + 1), k)).collect())
+        ids.iter().map(|&id| Outcome::from_successes(id, id as usize % (k + 1), k)).collect()
     }
 
     fn rollouts_spent(&self) -> u64 {

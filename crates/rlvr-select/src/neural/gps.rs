@@ -339,7 +339,8 @@ pub struct Allocation {
 /// let ids: Vec<u64> = (0..64).collect();
 /// let emb: Vec<f32> = (0..256).map(|i| ((i * 37) % 11) as f32 / 11.0).collect();
 /// let sel = gps.select(0, Candidates::with_features(&ids, &emb, 4)?, 8, &mut NoRollouts, &mut rng)?;
-/// let outcomes: Vec<Outcome> = sel.ids.iter().map(|&id| Outcome::from_successes(id, (id % 9) as usize, 8)).collect();
+/// let outcomes: Vec<Outcome> =
+///     sel.ids.iter().map(|&id| Outcome::from_successes(id, (id % 9) as usize, 8)).collect::<Result<_, _>>()?;
 /// gps.observe(0, &outcomes, &mut rng)?;
 /// let p = gps.predict_success(&emb[..8], &mut rng)?; // two prompts, seen or not
 /// assert_eq!(p.len(), 2);
