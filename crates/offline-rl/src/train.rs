@@ -274,6 +274,10 @@ struct TrainerState {
 
 const KIND: &str = "offline_rl.trainer";
 const FORMAT: u32 = 1;
+/// The checkpoint unit of a run: parts `algo` (at the algorithm's update count) and `trainer`
+/// (at the trainer's step count), committed together.
+const RUN_KIND: &str = "offline_rl.run";
+const RUN_FORMAT: u32 = 1;
 
 /// Evaluates `policy` (trained on normalised observations) with `evaluator`; scores from
 /// `data`'s references.
@@ -439,14 +443,18 @@ impl Trainer {
         })
     }
 
-    /// Writes `dir/algo` ([`rl_agents::Agent::save`]) and `dir/trainer` (counters, sampler
-    /// generator, evaluations, the dataset's fingerprint).
+    /// Writes the run's checkpoint unit `dir` ([`rl_nn::checkpoint::UnitWriter`]): part
+    /// `algo` ([`rl_agents::Agent::save`], at the algorithm's update count) and part `trainer`
+    /// (counters, sampler generator, evaluations, the dataset's fingerprint, at the trainer's
+    /// step count), committed together by one rename of the manifest. A crash at any point
+    /// leaves the previous checkpoint or this one, never parts of both.
     ///
     /// # Errors
-    /// I/O and libtorch failures.
+    /// I/O and libtorch failures; [`rl_nn::RlNnError::InvalidName`] when `dir` holds something
+    /// else than a checkpoint unit (e.g. a checkpoint of the layout before units).
     pub fn save(&self, dir: &Path, algo: &dyn OfflineAlgorithm, data: &OfflineData) -> Result<()> {
-        std::fs::create_dir_all(dir)?;
-        algo.save(&dir.join("algo"))?;
+        let mut unit = rl_nn::checkpoint::UnitWriter::new(dir, RUN_KIND, RUN_FORMAT)?;
+        algo.save(&unit.part("algo", algo.updates())?)?;
         let state = TrainerState {
             params: self.params.get().clone(),
             rng: self.rng.clone(),
@@ -457,19 +465,28 @@ impl Trainer {
             fingerprint: data.fingerprint(),
             algo: algo.name().to_owned(),
         };
-        rl_nn::checkpoint::save_dir::<_, &str>(dir.join("trainer"), KIND, FORMAT, &state, &[])?;
+        rl_nn::checkpoint::save_dir::<_, &str>(unit.part("trainer", self.steps)?, KIND, FORMAT, &state, &[])?;
+        unit.commit()?;
         Ok(())
     }
 
-    /// Restores what [`Trainer::save`] wrote, into this trainer and `algo`. The run's
-    /// parameters may differ in `steps` (to extend a run) and `progress`, nothing else; the
-    /// dataset must be the same. On error nothing changes.
+    /// Restores what [`Trainer::save`] wrote, into this trainer and `algo`. The unit is
+    /// verified first (every file's SHA-256 and size as the manifest recorded them), then the
+    /// trainer's step count and, after the algorithm has read its part, its update count are
+    /// checked against the steps the manifest recorded for each part. The run's parameters may
+    /// differ in `steps` (to extend a run) and `progress`, nothing else; the dataset must be
+    /// the same. On error this trainer is unchanged, and `algo` too unless the last check (the
+    /// algorithm's update count, which only a manifest rewritten to match other files can
+    /// fail) is the one that fails.
     ///
     /// # Errors
     /// [`OfflineError::Corrupt`] for another dataset, algorithm or parameters;
-    /// checkpoint errors.
+    /// [`rl_nn::RlNnError::CheckpointPart`] (wrapped) naming the part that disagrees with the
+    /// manifest; other checkpoint errors.
     pub fn load(&mut self, dir: &Path, algo: &mut dyn OfflineAlgorithm, data: &OfflineData) -> Result<()> {
-        let ck = rl_nn::checkpoint::load_dir::<TrainerState>(dir.join("trainer"), KIND, FORMAT)?;
+        let unit = rl_nn::checkpoint::open_unit(dir, RUN_KIND, RUN_FORMAT)?;
+        let ck = rl_nn::checkpoint::load_dir::<TrainerState>(unit.part("trainer")?, KIND, FORMAT)?;
+        unit.check_step("trainer", ck.state.steps)?;
         let s = ck.state;
         if s.fingerprint != data.fingerprint() {
             return Err(OfflineError::corrupt(&ck.path, "the checkpoint was trained on another dataset"));
@@ -481,7 +498,8 @@ impl Trainer {
         if ours != s.params {
             return Err(OfflineError::corrupt(&ck.path, format!("run parameters differ: checkpoint {:?}", s.params)));
         }
-        algo.load(&dir.join("algo"))?;
+        algo.load(&unit.part("algo")?)?;
+        unit.check_step("algo", algo.updates())?;
         self.rng = s.rng;
         self.steps = s.steps;
         self.evaluations = s.evaluations;

@@ -34,7 +34,8 @@ impl Parts<'_> {
         Ok(out)
     }
 
-    /// Checks that `file` holds exactly the tensors of these parts (names, shapes, kinds).
+    /// Checks that `file` holds exactly the tensors of these parts (names, shapes, kinds,
+    /// finite values).
     pub(crate) fn check(&self, file: &BTreeMap<String, Tensor>, path: &str) -> Result<()> {
         let mut known = std::collections::BTreeSet::new();
         for (prefix, vs) in &self.stores {
@@ -60,6 +61,7 @@ impl Parts<'_> {
                 }
                 .into());
             }
+            rl_nn::checkpoint::check_finite_tensor(f, name, path)?;
             known.insert((*name).to_owned());
         }
         let extra: Vec<String> = file.keys().filter(|k| !known.contains(*k)).cloned().collect();

@@ -115,6 +115,10 @@ struct OffPolicyState {
 
 const KIND: &str = "rl_agents.off_policy";
 const FORMAT: u32 = 1;
+/// The checkpoint unit of an off-policy learner: parts `agent` (at its update count) and
+/// `replay` (at the environment step count), committed together.
+const UNIT_KIND: &str = "rl_agents.off_policy_unit";
+const UNIT_FORMAT: u32 = 1;
 
 impl<A: Agent> OffPolicy<A> {
     /// Wraps `agent`; `seed` seeds the random warm-up actions and the batch sampling
@@ -264,10 +268,12 @@ impl<A: Agent> OnlineAgent for OffPolicy<A> {
         self.agent.updates()
     }
 
-    /// Writes `dir/agent` ([`Agent::save`]) and `dir/replay` (buffer, schedule, generator).
+    /// Writes the checkpoint unit `dir` ([`rl_nn::checkpoint::UnitWriter`]): part `agent`
+    /// ([`Agent::save`], at its update count) and part `replay` (buffer, schedule, generator,
+    /// at the environment step count), committed together.
     fn save(&self, dir: &Path) -> Result<()> {
-        std::fs::create_dir_all(dir)?;
-        self.agent.save(&dir.join("agent"))?;
+        let mut unit = rl_nn::checkpoint::UnitWriter::new(dir, UNIT_KIND, UNIT_FORMAT)?;
+        self.agent.save(&unit.part("agent", self.agent.updates())?)?;
         let state = OffPolicyState {
             params: self.params.get().clone(),
             env_steps: self.env_steps,
@@ -276,18 +282,26 @@ impl<A: Agent> OnlineAgent for OffPolicy<A> {
             rng: self.rng.clone(),
             buffer: self.buffer.meta(),
         };
-        rl_nn::checkpoint::save_dir(dir.join("replay"), KIND, FORMAT, &state, &self.buffer.state_tensors("buffer.")?)?;
+        let replay = unit.part("replay", self.env_steps)?;
+        rl_nn::checkpoint::save_dir(replay, KIND, FORMAT, &state, &self.buffer.state_tensors("buffer.")?)?;
+        unit.commit()?;
         Ok(())
     }
 
+    /// Restores what [`OnlineAgent::save`] wrote: the unit is verified (every file as its
+    /// manifest recorded it), the replay part's step count checked, everything checked, then
+    /// applied; the agent's update count is checked against the manifest last.
     fn load(&mut self, dir: &Path) -> Result<()> {
-        let ck = rl_nn::checkpoint::load_dir::<OffPolicyState>(dir.join("replay"), KIND, FORMAT)?;
+        let unit = rl_nn::checkpoint::open_unit(dir, UNIT_KIND, UNIT_FORMAT)?;
+        let ck = rl_nn::checkpoint::load_dir::<OffPolicyState>(unit.part("replay")?, KIND, FORMAT)?;
+        unit.check_step("replay", ck.state.env_steps)?;
         crate::ckpt::same(&ck.path, "params", &ck.state.params, self.params.get())?;
         let buffer = ReplayBuffer::restore(ck.state.buffer, &ck.tensors, "buffer.", &ck.path)?;
         if buffer.obs_dim() != self.obs_dim || buffer.act_dim() != self.action_space.dim() {
             return Err(AgentError::Corrupt { path: ck.path, reason: "buffer widths differ".into() });
         }
-        self.agent.load(&dir.join("agent"))?;
+        self.agent.load(&unit.part("agent")?)?;
+        unit.check_step("agent", self.agent.updates())?;
         self.buffer = buffer;
         self.env_steps = ck.state.env_steps;
         self.due = ck.state.due;

@@ -180,6 +180,10 @@ struct TrainerState<S> {
 
 const TRAINER_KIND: &str = "rl_agents.online_trainer";
 const TRAINER_FORMAT: u32 = 1;
+/// The checkpoint unit of a run ([`save_run`]): parts `agent` (at the agent's environment
+/// step count) and `trainer` (at the trainer's), committed together.
+const RUN_KIND: &str = "rl_agents.run";
+const RUN_FORMAT: u32 = 1;
 
 impl<E: Env> OnlineTrainer<E> {
     /// Resets every environment of `envs` and starts counting.
@@ -311,7 +315,7 @@ pub struct TrainSummary {
 /// agent's latest update metrics, e.g. `loss/critic`), evaluating with `evaluator` every
 /// `eval_every` steps and at the end (`eval/return_mean`, `eval/return_std`,
 /// `eval/return_min`, `eval/return_max`, `eval/length_mean`), and writing checkpoints
-/// (`run_dir/agent`, `run_dir/trainer`) every `checkpoint_every` steps when `run_dir` is given.
+/// (the unit `run_dir` of [`save_run`]) every `checkpoint_every` steps when `run_dir` is given.
 /// The sink is flushed after every record, so a running job's progress is on disk.
 ///
 /// # Errors
@@ -408,27 +412,40 @@ where
     Ok(summary)
 }
 
-/// Writes `dir/agent` and `dir/trainer`.
+/// Writes the run's checkpoint unit `dir` ([`rl_nn::checkpoint::UnitWriter`]): part `agent`
+/// ([`OnlineAgent::save`], at the agent's environment step count) and part `trainer`
+/// ([`OnlineTrainer::save`], at the trainer's), committed together by one rename of the
+/// manifest: a crash leaves the previous checkpoint or this one, never parts of both.
 ///
 /// # Errors
-/// I/O and libtorch failures.
+/// I/O and libtorch failures; [`rl_nn::RlNnError::InvalidName`] when `dir` holds something
+/// else than a checkpoint unit (e.g. a checkpoint of the layout before units).
 pub fn save_run<E: Env + Snapshot>(dir: &Path, agent: &dyn OnlineAgent, trainer: &OnlineTrainer<E>) -> Result<()> {
-    std::fs::create_dir_all(dir)?;
-    agent.save(&dir.join("agent"))?;
-    trainer.save(&dir.join("trainer"))
+    let mut unit = rl_nn::checkpoint::UnitWriter::new(dir, RUN_KIND, RUN_FORMAT)?;
+    agent.save(&unit.part("agent", agent.env_steps())?)?;
+    trainer.save(&unit.part("trainer", trainer.steps())?)?;
+    unit.commit()?;
+    Ok(())
 }
 
-/// Restores what [`save_run`] wrote.
+/// Restores what [`save_run`] wrote. The unit is verified first (every file's SHA-256 and
+/// size as the manifest recorded them); after each part is loaded its step count is checked
+/// against the manifest ([`rl_nn::RlNnError::CheckpointPart`] names the part that disagrees).
 ///
 /// # Errors
-/// As [`OnlineAgent::load`] and [`OnlineTrainer::load`].
+/// As [`OnlineAgent::load`] and [`OnlineTrainer::load`]; the unit's errors
+/// ([`rl_nn::checkpoint::open_unit`]).
 pub fn load_run<E: Env + Snapshot>(
     dir: &Path,
     agent: &mut dyn OnlineAgent,
     trainer: &mut OnlineTrainer<E>,
 ) -> Result<()> {
-    trainer.load(&dir.join("trainer"))?;
-    agent.load(&dir.join("agent"))
+    let unit = rl_nn::checkpoint::open_unit(dir, RUN_KIND, RUN_FORMAT)?;
+    trainer.load(&unit.part("trainer")?)?;
+    unit.check_step("trainer", trainer.steps())?;
+    agent.load(&unit.part("agent")?)?;
+    unit.check_step("agent", agent.env_steps())?;
+    Ok(())
 }
 
 fn next_multiple(steps: u64, every: u64) -> u64 {

@@ -206,7 +206,8 @@ impl Parts<'_> {
         Ok(out)
     }
 
-    /// Checks that `file` holds exactly these tensors (names, shapes), copying nothing.
+    /// Checks that `file` holds exactly these tensors (names, shapes, finite values: a NaN
+    /// weight is [`rl_nn::RlNnError::NonFiniteTensor`]), copying nothing.
     pub(crate) fn check(&self, file: &BTreeMap<String, Tensor>, path: &str) -> AResult<()> {
         let mut known = std::collections::BTreeSet::new();
         for (prefix, vs) in &self.stores {
