@@ -66,7 +66,8 @@ impl TransformerLm {
     ///
     /// # Errors
     /// [`LmError::Nn`](crate::LmError::Nn) wrapping [`RlNnError::MissingTensor`], [`RlNnError::TensorShape`],
-    /// [`RlNnError::UnexpectedTensors`], [`RlNnError::MissingFile`] or [`RlNnError::CorruptCheckpoint`]; on error no
+    /// [`RlNnError::UnexpectedTensors`], [`RlNnError::MissingFile`], [`RlNnError::CorruptCheckpoint`] or
+    /// [`RlNnError::NonFiniteTensor`] (a NaN or infinite value, with the tensor named); on error no
     /// parameter has been modified.
     pub fn load(&mut self, path: impl AsRef<Path>) -> Result<()> {
         rl_nn::checkpoint::load(self.var_store(), path, LoadMode::Strict)?;
@@ -97,7 +98,9 @@ impl TransformerLm {
     /// # Errors
     /// [`LmError::Nn`](crate::LmError::Nn) wrapping [`RlNnError::MissingTensor`] (first missing name, sorted),
     /// [`RlNnError::TensorShape`], [`RlNnError::UnexpectedTensors`] (strict mode; all extra
-    /// names, sorted), [`RlNnError::MissingFile`] or [`RlNnError::CorruptCheckpoint`].
+    /// names, sorted), [`RlNnError::MissingFile`], [`RlNnError::CorruptCheckpoint`] or
+    /// [`RlNnError::NonFiniteTensor`] (any floating-point tensor of the file, used or not, with
+    /// a NaN or an infinity: refused by [`read_tensors`], naming it).
     pub fn load_weights(&mut self, path: impl AsRef<Path>, opts: &WeightLoad) -> Result<()> {
         let path = path.as_ref();
         let shown = path.display().to_string();

@@ -382,3 +382,39 @@ fn overfits_a_fixed_sequence() -> Result<()> {
     assert_eq!(out.responses()?, vec![vec![7, 8, 9, 10, 11, 2], vec![12, 13, 2]]);
     Ok(())
 }
+
+#[test]
+fn non_finite_weights_are_refused_naming_the_tensor() -> Result<()> {
+    let dir = tempfile::tempdir()?;
+    let a = model(9)?;
+    let mut b = model(10)?;
+    let before = b.var_store().variables()["blocks.0.attn.proj.weight"].copy();
+    let mut vars: Vec<(String, Tensor)> =
+        a.var_store().variables().into_iter().map(|(n, t)| (n, t.to_device(Device::Cpu).copy())).collect();
+    for (n, t) in &mut vars {
+        if n == "blocks.0.attn.proj.weight" {
+            let _ = t.view([-1]).get(7).fill_(f64::INFINITY);
+        }
+    }
+    let f = dir.path().join("inf.safetensors");
+    rl_nn::checkpoint::save_tensors(&vars, &f)?;
+    for mode in [LoadMode::Strict, LoadMode::AllowExtra] {
+        match b.load_weights(&f, &WeightLoad { prefix: String::new(), mode }) {
+            Err(LmError::Nn(RlNnError::NonFiniteTensor { name, index, value, .. })) => {
+                assert_eq!((name.as_str(), index, value), ("blocks.0.attn.proj.weight", 7, f64::INFINITY));
+            }
+            other => panic!("expected NonFiniteTensor, got {other:?}"),
+        }
+    }
+    assert!(matches!(b.load(&f), Err(LmError::Nn(RlNnError::NonFiniteTensor { .. }))));
+    assert_eq!(max_abs(&b.var_store().variables()["blocks.0.attn.proj.weight"], &before), 0.0);
+    // through save_pretrained / from_pretrained too
+    let pre = dir.path().join("pre");
+    a.save_pretrained(&pre)?;
+    rl_nn::checkpoint::save_tensors(&vars, pre.join(rl_lm::checkpoint::WEIGHTS_FILE))?;
+    assert!(matches!(
+        TransformerLm::from_pretrained(&pre, Device::Cpu),
+        Err(LmError::Nn(RlNnError::NonFiniteTensor { .. }))
+    ));
+    Ok(())
+}
