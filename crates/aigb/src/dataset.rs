@@ -9,20 +9,29 @@
 //! contiguous ticks from 0, constant budget/CPA per trajectory, 0/1 flags) and fails with
 //! [`AigbError::Corrupt`] naming the line; nothing is skipped.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read as _, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use crate::bidder::STATE_DIM;
 use crate::error::{AigbError, Result};
-use crate::sim::{score, PeriodResult, SCORE_BETA};
+use crate::sim::{score, Advertiser, PeriodResult, SCORE_BETA};
+use rl_core::MemoryBudget;
 
 /// Format version written into the first line.
 pub const FORMAT_VERSION: u32 = 1;
 
 const MAGIC: &str = "# aigb-trajectories v1 ";
+
+/// Longest row (step line) [`TrajectoryDataset::load`] reads, in bytes (a row of this format is
+/// about 300 bytes; the bidder name is at most [`MAX_BIDDER_NAME`]).
+pub const MAX_ROW_BYTES: usize = 64 * 1024;
+
+/// Longest bidder name [`TrajectoryDataset::save`] writes, in bytes.
+pub const MAX_BIDDER_NAME: usize = 4096;
 
 /// One step (tick) of a trajectory.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -104,6 +113,10 @@ pub struct DatasetMeta {
     pub periods: Vec<u64>,
     /// Ticks per period.
     pub num_ticks: usize,
+    /// The market's advertisers in slot order (budget, CPA, category) the trajectories were
+    /// logged in; empty when not declared. When declared, every row's advertiser id must be
+    /// listed here with the row's budget, CPA and category.
+    pub advertisers: Vec<Advertiser>,
 }
 
 /// A set of logged trajectories.
@@ -205,16 +218,39 @@ impl TrajectoryDataset {
         p
     }
 
-    /// Dense arrays padded to `horizon` ticks.
+    /// Dense arrays padded to `horizon` ticks, within [`MemoryBudget::default`]
+    /// ([`TrajectoryDataset::padded_within`]).
+    ///
+    /// # Errors
+    /// As [`TrajectoryDataset::padded_within`].
+    pub fn padded(&self, horizon: usize) -> Result<Padded> {
+        self.padded_within(horizon, MemoryBudget::default())
+    }
+
+    /// Dense arrays padded to `horizon` ticks; the arrays (`n · horizon · (16 + 5)` floats)
+    /// are checked against `budget` before they are allocated.
     ///
     /// # Errors
     /// [`AigbError::Empty`] without trajectories; [`AigbError::Shape`] for a trajectory longer
-    /// than `horizon`.
-    pub fn padded(&self, horizon: usize) -> Result<Padded> {
+    /// than `horizon`; [`AigbError::Core`] ([`rl_core::RlCoreError::TooLarge`]) when the arrays
+    /// exceed `budget` (or their size overflows).
+    pub fn padded_within(&self, horizon: usize, budget: MemoryBudget) -> Result<Padded> {
         if self.trajectories.is_empty() {
             return Err(AigbError::Empty { what: "trajectories".into() });
         }
         let n = self.trajectories.len();
+        if let Some((j, tr)) = self.trajectories.iter().enumerate().find(|(_, t)| t.steps.len() > horizon) {
+            return Err(AigbError::Shape {
+                what: format!("trajectory {j} length"),
+                expected: format!("<= {horizon}"),
+                got: tr.steps.len().to_string(),
+            });
+        }
+        budget.check_elems(
+            "padded trajectories (n × horizon × (16 + 5) floats)",
+            &[n as u64, horizon as u64, STATE_DIM as u64 + 5],
+            4,
+        )?;
         let mut p = Padded {
             n,
             horizon,
@@ -263,11 +299,11 @@ impl TrajectoryDataset {
             writeln!(w, "{}", header())?;
             let mut line = String::new();
             for (j, tr) in self.trajectories.iter().enumerate() {
-                if tr.bidder.contains([',', '\n', '\r']) {
+                if tr.bidder.contains([',', '\n', '\r']) || tr.bidder.len() > MAX_BIDDER_NAME {
                     return Err(AigbError::invalid(
                         format!("trajectories[{j}].bidder"),
                         &tr.bidder,
-                        "must not contain ',' or newlines",
+                        format!("must not contain ',' or newlines and be at most {MAX_BIDDER_NAME} bytes"),
                     ));
                 }
                 for s in &tr.steps {
@@ -313,19 +349,51 @@ impl TrajectoryDataset {
         Ok(())
     }
 
-    /// Reads and validates a dataset written by [`TrajectoryDataset::save`].
+    /// Reads and validates a dataset written by [`TrajectoryDataset::save`], within
+    /// [`MemoryBudget::default`] ([`TrajectoryDataset::load_within`]).
     ///
     /// # Errors
-    /// [`AigbError::Corrupt`] naming the file, line and problem; I/O errors.
+    /// As [`TrajectoryDataset::load_within`].
     pub fn load(path: &Path) -> Result<Self> {
+        Self::load_within(path, MemoryBudget::default())
+    }
+
+    /// Reads and validates a dataset written by [`TrajectoryDataset::save`]; nothing beyond
+    /// `budget` is allocated.
+    ///
+    /// Sizes: the metadata line may be at most `budget` bytes and a row [`MAX_ROW_BYTES`]; the
+    /// steps the metadata declares (`periods × advertisers × num_ticks`, when all three are
+    /// given) and the steps read so far must fit `budget` at `size_of::<Step>()` bytes each.
+    ///
+    /// Checks, each failing with the line and the column: the magic line, format version and
+    /// header; field counts, numbers, finiteness, 0/1 `done`; positive budget/CPA, non-negative
+    /// action/reward/reward_continuous/cost; `exposures ≤ wins ≤ num_pv` and
+    /// `reward ≤ exposures`; against the metadata: the period is one of `meta.periods`, the
+    /// advertiser id is listed in `meta.advertisers` with the row's budget, CPA and category,
+    /// `tick < meta.num_ticks` (each when declared); between rows: ticks contiguous from 0 (a
+    /// repeated tick is a duplicate row), budget/CPA/category/bidder constant within a
+    /// trajectory, no trajectory twice, the remaining budget starting at the budget and falling by
+    /// each tick's cost (relative tolerance 1e-9), `done` never returning to 0, every tick of a
+    /// period logging the same `num_pv` for every advertiser; at the end, the metadata's tick count.
+    ///
+    /// # Errors
+    /// [`AigbError::Corrupt`] naming the file, line and problem; [`AigbError::Core`]
+    /// ([`rl_core::RlCoreError::TooLarge`]) naming the file when a size exceeds `budget`; I/O
+    /// errors.
+    pub fn load_within(path: &Path, budget: MemoryBudget) -> Result<Self> {
         let corrupt = |line: usize, reason: String| AigbError::Corrupt {
             path: path.to_owned(),
             reason: format!("line {line}: {reason}"),
         };
+        let too_large = |what: &str, bytes: u64| budget.check_bytes(&format!("{}: {what}", path.display()), bytes);
         let f = std::fs::File::open(path)?;
-        let mut lines = BufReader::new(f).lines();
-        let first = lines.next().ok_or_else(|| corrupt(1, "empty file".into()))??;
-        let meta_json = first
+        let mut reader = BufReader::new(f);
+        let mut buf = String::new();
+        let meta_limit = usize::try_from(budget.limit()).unwrap_or(usize::MAX);
+        if !read_line_limited(&mut reader, &mut buf, meta_limit).map_err(|e| corrupt(1, e))? {
+            return Err(corrupt(1, "empty file".into()));
+        }
+        let meta_json = buf
             .strip_prefix(MAGIC)
             .ok_or_else(|| corrupt(1, format!("not an aigb trajectory file (expected `{}`)", MAGIC.trim())))?;
         let meta: DatasetMeta = serde_json::from_str(meta_json).map_err(|e| corrupt(1, format!("metadata: {e}")))?;
@@ -335,46 +403,70 @@ impl TrajectoryDataset {
                 format!("format version {} (this build reads {FORMAT_VERSION})", meta.format_version),
             ));
         }
-        let hdr = lines.next().ok_or_else(|| corrupt(2, "missing header".into()))??;
-        if hdr != header() {
+        for (i, a) in meta.advertisers.iter().enumerate() {
+            a.validate(i).map_err(|e| corrupt(1, format!("metadata: {e}")))?;
+        }
+        let step_bytes = std::mem::size_of::<Step>() as u64;
+        if !meta.periods.is_empty() && !meta.advertisers.is_empty() && meta.num_ticks > 0 {
+            let declared = [meta.periods.len() as u64, meta.advertisers.len() as u64, meta.num_ticks as u64];
+            budget.check_elems(
+                &format!("{}: steps the metadata declares (periods × advertisers × ticks)", path.display()),
+                &declared,
+                step_bytes,
+            )?;
+        }
+        buf.clear();
+        if !read_line_limited(&mut reader, &mut buf, MAX_ROW_BYTES).map_err(|e| corrupt(2, e))? {
+            return Err(corrupt(2, "missing header".into()));
+        }
+        if buf != header() {
             return Err(corrupt(2, "header does not match the expected columns".into()));
         }
         let n_cols = COLUMNS_HEAD.len() + STATE_DIM + COLUMNS_TAIL.len();
+        let periods: HashSet<u64> = meta.periods.iter().copied().collect();
         let mut ds = TrajectoryDataset::new(meta);
-        for (k, line) in lines.enumerate() {
-            let ln = k + 3;
-            let line = line?;
-            let f: Vec<&str> = line.split(',').collect();
+        // (period, advertiser) → line of its first row; (period, tick) → (num_pv, line)
+        let mut first_line: HashMap<(u64, usize), usize> = HashMap::new();
+        let mut tick_pv: HashMap<(u64, usize), (u64, usize)> = HashMap::new();
+        let mut bytes = 0u64;
+        let mut ln = 2;
+        loop {
+            buf.clear();
+            ln += 1;
+            if !read_line_limited(&mut reader, &mut buf, MAX_ROW_BYTES).map_err(|e| corrupt(ln, e))? {
+                break;
+            }
+            let f: Vec<&str> = buf.split(',').collect();
             if f.len() != n_cols {
                 return Err(corrupt(ln, format!("{} fields, expected {n_cols}", f.len())));
             }
+            let col = |i: usize| format!("column {} (`{}`)", i + 1, column_name(i));
             let num = |i: usize| -> Result<f64> {
-                let v: f64 = f[i].trim().parse().map_err(|_| {
-                    corrupt(ln, format!("column {} (`{}`) is not a number: `{}`", i + 1, column_name(i), f[i]))
-                })?;
+                let v: f64 =
+                    f[i].trim().parse().map_err(|_| corrupt(ln, format!("{} is not a number: `{}`", col(i), f[i])))?;
                 if !v.is_finite() {
-                    return Err(corrupt(ln, format!("column {} (`{}`) is not finite", i + 1, column_name(i))));
+                    return Err(corrupt(ln, format!("{} is not finite", col(i))));
                 }
                 Ok(v)
             };
             let int = |i: usize| -> Result<u64> {
-                f[i].trim().parse::<u64>().map_err(|_| {
-                    corrupt(
-                        ln,
-                        format!("column {} (`{}`) is not a non-negative integer: `{}`", i + 1, column_name(i), f[i]),
-                    )
-                })
+                f[i].trim()
+                    .parse::<u64>()
+                    .map_err(|_| corrupt(ln, format!("{} is not a non-negative integer: `{}`", col(i), f[i])))
+            };
+            let index = |i: usize| -> Result<usize> {
+                usize::try_from(int(i)?).map_err(|_| corrupt(ln, format!("{} does not fit in usize", col(i))))
             };
             let period = int(0)?;
-            let advertiser = int(1)? as usize;
-            let category = int(2)? as usize;
+            let advertiser = index(1)?;
+            let category = index(2)?;
             let budget = num(3)?;
             let cpa = num(4)?;
             if budget <= 0.0 || cpa <= 0.0 {
                 return Err(corrupt(ln, format!("budget {budget} and cpa {cpa} must be > 0")));
             }
             let bidder = f[5].to_owned();
-            let tick = int(6)? as usize;
+            let tick = index(6)?;
             let mut state = [0.0f32; STATE_DIM];
             for (d, x) in state.iter_mut().enumerate() {
                 *x = num(7 + d)? as f32;
@@ -400,24 +492,126 @@ impl TrajectoryDataset {
             if step.action < 0.0 || step.reward < 0.0 || step.cost < 0.0 || step.reward_continuous < 0.0 {
                 return Err(corrupt(ln, "action, reward, reward_continuous and cost must be >= 0".into()));
             }
+            if step.exposures > step.wins {
+                return Err(corrupt(ln, format!("{} = {} exceeds `wins` = {}", col(o + 6), step.exposures, step.wins)));
+            }
+            if step.wins > step.num_pv {
+                return Err(corrupt(ln, format!("{} = {} exceeds `num_pv` = {}", col(o + 5), step.wins, step.num_pv)));
+            }
+            if step.reward > step.exposures as f64 {
+                return Err(corrupt(
+                    ln,
+                    format!(
+                        "{} = {} exceeds `exposures` = {} (conversions need exposed slots)",
+                        col(o + 2),
+                        step.reward,
+                        step.exposures
+                    ),
+                ));
+            }
+            // against the metadata
+            if !periods.is_empty() && !periods.contains(&period) {
+                return Err(corrupt(ln, format!("{}: period {period} is not among the metadata's periods", col(0))));
+            }
+            if !ds.meta.advertisers.is_empty() {
+                let Some(m) = ds.meta.advertisers.get(advertiser) else {
+                    return Err(corrupt(
+                        ln,
+                        format!(
+                            "{}: unknown advertiser {advertiser} (the metadata lists {})",
+                            col(1),
+                            ds.meta.advertisers.len()
+                        ),
+                    ));
+                };
+                for (i, got, want) in [(2, category as f64, m.category as f64), (3, budget, m.budget), (4, cpa, m.cpa)]
+                {
+                    if got != want {
+                        return Err(corrupt(
+                            ln,
+                            format!("{} = {got} differs from the metadata's advertiser {advertiser} ({want})", col(i)),
+                        ));
+                    }
+                }
+            }
+            if ds.meta.num_ticks > 0 && tick >= ds.meta.num_ticks {
+                return Err(corrupt(
+                    ln,
+                    format!("{} = {tick} is out of range: the metadata has {} ticks", col(6), ds.meta.num_ticks),
+                ));
+            }
+            // between rows
+            match tick_pv.get(&(period, tick)) {
+                Some(&(pv, l)) if pv != step.num_pv => {
+                    return Err(corrupt(
+                        ln,
+                        format!(
+                            "{} = {} differs from line {l} ({pv}) for the same period {period} and tick {tick}",
+                            col(o + 7),
+                            step.num_pv
+                        ),
+                    ));
+                }
+                Some(_) => {}
+                None => {
+                    tick_pv.insert((period, tick), (step.num_pv, ln));
+                }
+            }
+            let tol = 1e-9 * budget;
             let continues = ds.trajectories.last().is_some_and(|t| t.period == period && t.advertiser == advertiser);
+            bytes = bytes.saturating_add(step_bytes);
             if continues {
                 let t = ds.trajectories.last_mut().ok_or_else(|| corrupt(ln, "internal".into()))?;
                 let expected = t.steps.len();
+                let start = first_line.get(&(period, advertiser)).copied().unwrap_or(ln);
+                if tick < expected {
+                    return Err(corrupt(
+                        ln,
+                        format!(
+                            "duplicate row: period {period}, advertiser {advertiser}, tick {tick} is already on line {}",
+                            start + tick
+                        ),
+                    ));
+                }
                 if tick != expected {
                     return Err(corrupt(
                         ln,
-                        format!("tick {tick} of period {period}, advertiser {advertiser}: expected {expected}"),
+                        format!("tick {tick} of period {period}, advertiser {advertiser}: expected {expected} (a tick is missing)"),
                     ));
                 }
                 if t.budget != budget || t.cpa != cpa || t.category != category || t.bidder != bidder {
                     return Err(corrupt(
                         ln,
-                        "budget, cpa, category and bidder must be constant within a trajectory".into(),
+                        format!("budget, cpa, category and bidder must be constant within a trajectory (it starts on line {start})"),
                     ));
                 }
+                if let Some(prev) = t.steps.last() {
+                    let want = prev.remaining_budget - prev.cost;
+                    if (step.remaining_budget - want).abs() > tol {
+                        return Err(corrupt(
+                            ln,
+                            format!(
+                                "{} = {} contradicts the previous row: {} − cost {} = {want}",
+                                col(o),
+                                step.remaining_budget,
+                                prev.remaining_budget,
+                                prev.cost
+                            ),
+                        ));
+                    }
+                    if prev.done && !step.done {
+                        return Err(corrupt(ln, "`done` returns to 0 after the trajectory ended".into()));
+                    }
+                }
+                too_large("steps read", bytes)?;
                 t.steps.push(step);
             } else {
+                if let Some(l) = first_line.get(&(period, advertiser)) {
+                    return Err(corrupt(
+                        ln,
+                        format!("period {period}, advertiser {advertiser} appears twice (first on line {l})"),
+                    ));
+                }
                 if tick != 0 {
                     return Err(corrupt(
                         ln,
@@ -426,9 +620,18 @@ impl TrajectoryDataset {
                         ),
                     ));
                 }
-                if ds.trajectories.iter().any(|t| t.period == period && t.advertiser == advertiser) {
-                    return Err(corrupt(ln, format!("period {period}, advertiser {advertiser} appears twice")));
+                if (step.remaining_budget - budget).abs() > tol {
+                    return Err(corrupt(
+                        ln,
+                        format!("{} = {} at tick 0 differs from the budget {budget}", col(o), step.remaining_budget),
+                    ));
                 }
+                bytes = bytes.saturating_add(
+                    (std::mem::size_of::<Trajectory>() + bidder.len() + 4 * std::mem::size_of::<(u64, usize, usize)>())
+                        as u64,
+                );
+                too_large("steps read", bytes)?;
+                first_line.insert((period, advertiser), ln);
                 ds.trajectories.push(Trajectory {
                     period,
                     advertiser,
@@ -456,6 +659,25 @@ impl TrajectoryDataset {
         }
         Ok(ds)
     }
+}
+
+/// Reads one line into `buf` (without its `\n` / `\r\n`), refusing lines longer than `limit`
+/// bytes before buffering more; `Ok(false)` at the end of the file.
+fn read_line_limited(reader: &mut impl BufRead, buf: &mut String, limit: usize) -> std::result::Result<bool, String> {
+    let cap = u64::try_from(limit).unwrap_or(u64::MAX).saturating_add(1);
+    let n = reader.by_ref().take(cap).read_line(buf).map_err(|e| format!("unreadable ({e})"))?;
+    if n == 0 {
+        return Ok(false);
+    }
+    if buf.ends_with('\n') {
+        buf.pop();
+        if buf.ends_with('\r') {
+            buf.pop();
+        }
+    } else if buf.len() > limit {
+        return Err(format!("line longer than {limit} bytes"));
+    }
+    Ok(true)
 }
 
 fn column_name(i: usize) -> String {

@@ -26,7 +26,10 @@ use rl_core::Params;
 /// | `scale_competitors` | true | scale every advertiser's budget/CPA, not only the evaluated one | |
 /// | `lineup` | [`default_lineup`] | competitor pattern repeated over the slots | non-empty |
 /// | `lp_history_periods` | [2 000 000] | periods that build the competitors' OnlineLP table | disjoint from `periods` |
-/// | `threads` | 2 | simulations in parallel | ≥ 1 |
+/// | `threads` | 2 | simulations in parallel | 1 ..= [`MAX_THREADS`] |
+///
+/// The runs (`seeds × periods × budget_ratios × cpa_ratios × slots`) are listed before they
+/// start: their number times [`RUN_BYTES`] must fit [`rl_core::MemoryBudget::default`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EvalParams {
@@ -100,12 +103,30 @@ impl rl_core::Params for EvalParams {
         if let Some(p) = self.periods.iter().find(|p| self.lp_history_periods.contains(p)) {
             return Err(AigbError::invalid("lp_history_periods", p, "overlaps the evaluation periods"));
         }
-        if self.threads == 0 {
-            return Err(AigbError::invalid("threads", 0, "must be >= 1"));
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(AigbError::invalid("threads", self.threads, format!("must be in 1..={MAX_THREADS}")));
+        }
+        let runs =
+            [self.seeds.len(), self.periods.len(), self.budget_ratios.len(), self.cpa_ratios.len(), self.slots.len()]
+                .map(|n| n as u64);
+        if let Err(e) = rl_core::MemoryBudget::default().check_elems("evaluation runs", &runs, RUN_BYTES) {
+            return Err(AigbError::invalid(
+                "periods",
+                format!("{runs:?} (seeds, periods, budget ratios, CPA ratios, slots)"),
+                e.to_string(),
+            ));
         }
         Ok(())
     }
 }
+
+/// Most threads [`EvalParams::threads`] and [`crate::DataGenParams::threads`] may ask for.
+pub const MAX_THREADS: usize = 1024;
+
+/// Bytes [`Evaluator::evaluate`] allocates per run before the runs start (the run list and its
+/// result slot).
+pub const RUN_BYTES: u64 =
+    (std::mem::size_of::<(usize, u64, f64, f64, usize)>() + std::mem::size_of::<Option<EvalRow>>()) as u64;
 
 /// One evaluated run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -239,24 +260,18 @@ impl Evaluator {
         let next = AtomicUsize::new(0);
         let done = AtomicUsize::new(0);
         let threads = p.threads.min(total).max(1);
-        let outs: Vec<Vec<(usize, Result<EvalRow>)>> = std::thread::scope(|s| {
-            let hs: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut out = Vec::new();
-                        loop {
-                            let j = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(&(si, period, br, cr, slot)) = jobs.get(j) else { break };
-                            let r = self.run_one(si, period, br, cr, slot, make);
-                            out.push((j, r));
-                            progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
-                        }
-                        out
-                    })
-                })
-                .collect();
-            hs.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-        });
+        let work = || {
+            let mut out = Vec::new();
+            loop {
+                let j = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&(si, period, br, cr, slot)) = jobs.get(j) else { break };
+                let r = self.run_one(si, period, br, cr, slot, make);
+                out.push((j, r));
+                progress(done.fetch_add(1, Ordering::Relaxed) + 1, total);
+            }
+            out
+        };
+        let outs: Vec<Vec<(usize, Result<EvalRow>)>> = crate::sim::scoped_workers(threads, &work)?;
         let mut rows: Vec<Option<EvalRow>> = vec![None; total];
         for (j, r) in outs.into_iter().flatten() {
             rows[j] = Some(r?);

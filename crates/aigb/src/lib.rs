@@ -96,6 +96,6 @@ pub use market::{
 pub use policy::{MlpPolicy, PolicyBidder, StateNorm};
 pub use sim::{
     auctionnet_advertisers, score, Advertiser, AdvertiserResult, CompatParams, Observer, PeriodResult, SimParams,
-    Simulator, AUCTIONNET_BUDGETS, AUCTIONNET_CPAS, SCORE_BETA,
+    Simulator, AUCTIONNET_BUDGETS, AUCTIONNET_CPAS, MAX_ADVERTISERS, MAX_CATEGORY, SCORE_BETA,
 };
-pub use traffic::{PeriodTraffic, TickTraffic, TrafficParams, AUCTIONNET_TICK_WEIGHTS};
+pub use traffic::{PeriodTraffic, TickTraffic, TrafficParams, AUCTIONNET_TICK_WEIGHTS, MAX_TICK_PV};

@@ -100,8 +100,14 @@ pub fn default_lineup() -> Vec<BidderSpec> {
 /// The OnlineLP table of a market, from a PID-only market run on `history_periods` (AuctionNet
 /// builds it from earlier logged periods).
 ///
+/// The samples are bounded before the history runs: `periods × sample_fraction × pv_num · Σ w ×
+/// advertisers` samples (with 1 % margin) of `size_of::<LpSample>()` bytes must fit the
+/// simulator's `memory_budget`.
+///
 /// # Errors
-/// [`AigbError::Empty`] without history periods or samples; simulation errors.
+/// [`AigbError::Empty`] without history periods or samples; [`AigbError::Core`]
+/// ([`rl_core::RlCoreError::TooLarge`]) when the samples could exceed the budget; simulation
+/// errors.
 pub fn build_online_lp_table(
     sim: &Simulator,
     history_periods: &[u64],
@@ -110,6 +116,15 @@ pub fn build_online_lp_table(
     if history_periods.is_empty() {
         return Err(AigbError::Empty { what: "OnlineLP history periods".into() });
     }
+    let tr = &sim.params().traffic;
+    let per_period = params.sample_fraction
+        * tr.pv_num as f64
+        * tr.tick_weights.iter().sum::<f64>()
+        * sim.advertisers().len() as f64;
+    let samples = (per_period * 1.01 + 1000.0) * history_periods.len() as f64;
+    let bytes = samples * std::mem::size_of::<crate::bidders::LpSample>() as f64;
+    let bytes = if bytes < u64::MAX as f64 { bytes as u64 } else { u64::MAX };
+    sim.params().memory_budget.check_bytes("OnlineLP history samples", bytes)?;
     let mut hist = LpHistory::new(sim.categories(), params);
     let pid = PidParams::default().check()?;
     for &p in history_periods {
@@ -148,7 +163,7 @@ pub fn build_lineup(
 /// | `lp_history_periods` | [1 000 000] | periods of the PID market that builds the OnlineLP table | non-empty, disjoint from the data periods |
 /// | `online_lp` | default, costs × budget scale | OnlineLP parameters | |
 /// | `seed` | 0 | mix and noise seed | any |
-/// | `threads` | 2 | periods simulated in parallel | ≥ 1 |
+/// | `threads` | 2 | periods simulated in parallel | 1 ..= [`crate::eval::MAX_THREADS`] |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DataGenParams {
@@ -217,8 +232,12 @@ impl rl_core::Params for DataGenParams {
             return Err(AigbError::invalid("lp_history_periods", "[]", "need at least one period"));
         }
         self.online_lp.validate().map_err(|e| e.nested("online_lp"))?;
-        if self.threads == 0 {
-            return Err(AigbError::invalid("threads", 0, "must be >= 1"));
+        if self.threads == 0 || self.threads > crate::eval::MAX_THREADS {
+            return Err(AigbError::invalid(
+                "threads",
+                self.threads,
+                format!("must be in 1..={}", crate::eval::MAX_THREADS),
+            ));
         }
         Ok(())
     }
@@ -297,6 +316,7 @@ pub fn generate_dataset(
         generator: serde_json::json!({ "datagen": &**params, "sim": sim.params(), "advertisers": sim.advertisers() }),
         periods: Vec::new(),
         num_ticks: sim.params().num_ticks(),
+        advertisers: sim.advertisers().to_vec(),
     });
     for r in &results {
         ds.push_period(r, sim.params().min_remaining_budget);

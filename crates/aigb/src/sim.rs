@@ -19,7 +19,8 @@ use serde::{Deserialize, Serialize};
 use crate::auction::{AdvertiserTick, AuctionParams, TickAuction, ValueBounds, ValueNoise, NO_WINNER};
 use crate::bidder::{state_features_from_sums, Bidder, PeriodInfo, TickContext, TickRecord, STATE_DIM};
 use crate::error::{check_positive, check_range, AigbError, Result};
-use crate::traffic::{PeriodTraffic, TickTraffic, TrafficParams};
+use crate::traffic::{PeriodTraffic, TickTraffic, TrafficParams, MAX_TICK_PV};
+use rl_core::MemoryBudget;
 
 /// The CPA-penalty exponent β of the competition score.
 pub const SCORE_BETA: f64 = 2.0;
@@ -67,6 +68,12 @@ impl CompatParams {
 /// | `min_remaining_budget` | 0.1 | below it an advertiser stops bidding (`MIN_REMAINING_BUDGET`) | ≥ 0 |
 /// | `max_drop_rounds` | 100 000 | safety limit of the drop loop per tick | ≥ 1 |
 /// | `compat` | all off | AuctionNet's defects ([`CompatParams`]) | |
+/// | `memory_budget` | 16 GiB ([`MemoryBudget::default`]) | most bytes one period's buffers may take ([`SimParams::memory_bytes`]); `check` applies it for one advertiser, [`Simulator::new`] for the market | bytes |
+///
+/// Every parameter that sizes an allocation is bounded: `traffic.pv_num` and
+/// `traffic.tick_weights` (impressions per tick, ticks) through `memory_budget`,
+/// `auction.exposure` (slots) by [`crate::auction::MAX_SLOTS`], the advertisers by
+/// [`MAX_ADVERTISERS`], `memory_budget` and their categories by [`MAX_CATEGORY`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SimParams {
@@ -82,6 +89,8 @@ pub struct SimParams {
     pub max_drop_rounds: usize,
     /// AuctionNet defects to reproduce.
     pub compat: CompatParams,
+    /// Most bytes the buffers of one period may take.
+    pub memory_budget: MemoryBudget,
 }
 
 impl Default for SimParams {
@@ -93,6 +102,7 @@ impl Default for SimParams {
             min_remaining_budget: 0.1,
             max_drop_rounds: 100_000,
             compat: CompatParams::default(),
+            memory_budget: MemoryBudget::default(),
         }
     }
 }
@@ -104,6 +114,7 @@ crate::traffic::setters!(SimParams {
     min_remaining_budget: f64,
     max_drop_rounds: usize,
     compat: CompatParams,
+    memory_budget: MemoryBudget,
 });
 
 impl SimParams {
@@ -118,7 +129,47 @@ impl SimParams {
     pub fn num_ticks(&self) -> usize {
         self.traffic.num_ticks()
     }
+
+    /// An upper bound on the bytes the simulator allocates for one period of
+    /// `num_advertisers` advertisers in `num_categories` categories: the per-tick buffers of
+    /// [`TrafficParams::max_tick_pv`] impressions (traffic and bids, `12` bytes per impression and
+    /// advertiser; auction and drop loop, `26·K + 20` per impression for `K` slots) plus the
+    /// per-period curves and records (`16 + size_of::<TickRecord>() + 4·16` bytes per
+    /// advertiser and tick, `8` per category and tick). `None` when the bound overflows `u64`.
+    pub fn memory_bytes(&self, num_advertisers: usize, num_categories: usize) -> Option<u64> {
+        self.tick_bytes(num_advertisers)?.checked_add(self.curve_bytes(num_advertisers, num_categories)?)
+    }
+
+    /// Bytes of the per-tick buffers (see [`SimParams::memory_bytes`]).
+    fn tick_bytes(&self, num_advertisers: usize) -> Option<u64> {
+        let n = self.traffic.max_tick_pv();
+        if n.is_nan() || n >= MAX_TICK_PV {
+            return None;
+        }
+        let k = self.auction.slots() as u64;
+        let per_pv = (num_advertisers as u64).checked_mul(12)?.checked_add(k.checked_mul(26)?.checked_add(20)?)?;
+        (n as u64).checked_mul(per_pv)
+    }
+
+    /// Bytes of the per-period curves and records (see [`SimParams::memory_bytes`]).
+    fn curve_bytes(&self, num_advertisers: usize, num_categories: usize) -> Option<u64> {
+        let (a, c, t) = (num_advertisers as u64, num_categories as u64, self.num_ticks() as u64);
+        let per_adv_tick = 16 + std::mem::size_of::<TickRecord>() as u64 + 4 * STATE_DIM as u64;
+        a.checked_mul(t)?
+            .checked_mul(per_adv_tick)?
+            .checked_add(c.checked_mul(t)?.checked_mul(8)?)?
+            .checked_add(t.checked_mul(16)?)?
+            .checked_add(a.checked_mul(256)?)
+    }
 }
+
+/// Most advertisers a market may have (advertiser ids are `u32` in the auction buffers, with
+/// `u32::MAX` meaning "no winner").
+pub const MAX_ADVERTISERS: usize = (u32::MAX - 1) as usize;
+
+/// Largest advertiser category (the OnlineLP table and the statistics are dense in the
+/// category id).
+pub const MAX_CATEGORY: usize = 65_535;
 
 impl rl_core::Params for SimParams {
     type Error = AigbError;
@@ -128,6 +179,24 @@ impl rl_core::Params for SimParams {
         check_range("min_remaining_budget", self.min_remaining_budget, 0.0, f64::INFINITY)?;
         if self.max_drop_rounds == 0 {
             return Err(AigbError::invalid("max_drop_rounds", 0, "must be >= 1"));
+        }
+        // the buffers of the smallest market (one advertiser, one category) must fit the budget
+        let over = |what: &str, bytes: Option<u64>| -> Option<String> {
+            self.memory_budget.check_bytes(what, bytes.unwrap_or(u64::MAX)).err().map(|e| e.to_string())
+        };
+        if let Some(e) = over("per-tick buffers of one advertiser", self.tick_bytes(1)) {
+            return Err(AigbError::invalid(
+                "traffic.pv_num",
+                self.traffic.pv_num,
+                format!("{e} (raise memory_budget)"),
+            ));
+        }
+        if let Some(e) = over("per-period buffers of one advertiser", self.memory_bytes(1, 1)) {
+            return Err(AigbError::invalid(
+                "traffic.tick_weights",
+                format!("{} ticks", self.num_ticks()),
+                format!("{e} (raise memory_budget)"),
+            ));
         }
         Ok(())
     }
@@ -140,18 +209,26 @@ pub struct Advertiser {
     pub budget: f64,
     /// CPA constraint (> 0).
     pub cpa: f64,
-    /// Industry category.
+    /// Industry category (≤ [`MAX_CATEGORY`]).
     pub category: usize,
 }
 
 impl Advertiser {
-    /// Checks budget and CPA.
+    /// Checks budget, CPA and category.
     ///
     /// # Errors
-    /// [`AigbError::InvalidParameter`] naming `advertisers[i].budget` / `.cpa`.
+    /// [`AigbError::InvalidParameter`] naming `advertisers[i].budget` / `.cpa` / `.category`.
     pub fn validate(&self, i: usize) -> Result<()> {
         check_positive(&format!("advertisers[{i}].budget"), self.budget)?;
-        check_positive(&format!("advertisers[{i}].cpa"), self.cpa)
+        check_positive(&format!("advertisers[{i}].cpa"), self.cpa)?;
+        if self.category > MAX_CATEGORY {
+            return Err(AigbError::invalid(
+                format!("advertisers[{i}].category"),
+                self.category,
+                format!("must be <= {MAX_CATEGORY}"),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -285,13 +362,33 @@ impl Simulator {
     ///
     /// # Errors
     /// [`AigbError::Empty`] without advertisers; [`AigbError::InvalidParameter`] for a budget or
-    /// CPA that is not finite and > 0.
+    /// CPA that is not finite and > 0, a category above [`MAX_CATEGORY`], more than
+    /// [`MAX_ADVERTISERS`] advertisers, or a market whose period buffers
+    /// ([`SimParams::memory_bytes`]) exceed `params.memory_budget`.
     pub fn new(params: rl_core::Valid<SimParams>, advertisers: Vec<Advertiser>) -> Result<Self> {
         if advertisers.is_empty() {
             return Err(AigbError::Empty { what: "advertisers".into() });
         }
+        if advertisers.len() > MAX_ADVERTISERS {
+            return Err(AigbError::invalid(
+                "advertisers",
+                format!("{} advertisers", advertisers.len()),
+                format!("at most {MAX_ADVERTISERS}"),
+            ));
+        }
         for (i, a) in advertisers.iter().enumerate() {
             a.validate(i)?;
+        }
+        let mut cats: Vec<usize> = advertisers.iter().map(|a| a.category).collect();
+        cats.sort_unstable();
+        cats.dedup();
+        let bytes = params.memory_bytes(advertisers.len(), cats.len()).unwrap_or(u64::MAX);
+        if let Err(e) = params.memory_budget.check_bytes("one period's buffers", bytes) {
+            return Err(AigbError::invalid(
+                "advertisers",
+                format!("{} advertisers, traffic.pv_num = {}", advertisers.len(), params.traffic.pv_num),
+                format!("{e} (raise memory_budget)"),
+            ));
         }
         Ok(Self { params, advertisers })
     }
@@ -322,9 +419,15 @@ impl Simulator {
     /// The traffic curves of `period`.
     ///
     /// # Errors
-    /// As [`PeriodTraffic::new`].
+    /// As [`PeriodTraffic::new_within`] (with `memory_budget`).
     pub fn traffic(&self, period: u64) -> Result<PeriodTraffic> {
-        PeriodTraffic::new(&self.params.traffic, &self.categories(), self.params.seed, period)
+        PeriodTraffic::new_within(
+            &self.params.traffic,
+            &self.categories(),
+            self.params.seed,
+            period,
+            self.params.memory_budget,
+        )
     }
 
     /// Value-noise truncation of every advertiser in `period` (AuctionNet draws `u₁, u₂` per
@@ -532,8 +635,11 @@ impl Simulator {
     /// Simulates `periods` on `threads` threads (≥ 1); `make_bidders(period)` builds each
     /// period's bidders. Results come back in the order of `periods`.
     ///
+    /// If the system refuses a thread, the periods run on the threads already started.
+    ///
     /// # Errors
-    /// The first error of any period (by position).
+    /// The first error of any period (by position); [`AigbError::Io`] when not even one thread
+    /// could be started.
     pub fn run_periods<F>(&self, periods: &[u64], threads: usize, make_bidders: F) -> Result<Vec<PeriodResult>>
     where
         F: Fn(u64) -> Result<Vec<Box<dyn Bidder>>> + Sync,
@@ -541,23 +647,17 @@ impl Simulator {
         let threads = threads.max(1).min(periods.len().max(1));
         let next = AtomicUsize::new(0);
         let mut slots: Vec<Option<Result<PeriodResult>>> = (0..periods.len()).map(|_| None).collect();
-        let results: Vec<Vec<(usize, Result<PeriodResult>)>> = std::thread::scope(|s| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    s.spawn(|| {
-                        let mut out = Vec::new();
-                        loop {
-                            let j = next.fetch_add(1, Ordering::Relaxed);
-                            let Some(&period) = periods.get(j) else { break };
-                            let r = make_bidders(period).and_then(|mut b| self.run_period(period, &mut b, None));
-                            out.push((j, r));
-                        }
-                        out
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-        });
+        let work = || {
+            let mut out = Vec::new();
+            loop {
+                let j = next.fetch_add(1, Ordering::Relaxed);
+                let Some(&period) = periods.get(j) else { break };
+                let r = make_bidders(period).and_then(|mut b| self.run_period(period, &mut b, None));
+                out.push((j, r));
+            }
+            out
+        };
+        let results: Vec<Vec<(usize, Result<PeriodResult>)>> = scoped_workers(threads, &work)?;
         for (j, r) in results.into_iter().flatten() {
             slots[j] = Some(r);
         }
@@ -567,6 +667,28 @@ impl Simulator {
             .map(|(j, r)| r.unwrap_or_else(|| Err(AigbError::NotReady(format!("period at position {j} did not run")))))
             .collect()
     }
+}
+
+/// Runs `work` on up to `threads` scoped threads and returns each thread's output. A thread the
+/// system refuses is not started (the others share the work); no thread at all is an I/O error.
+pub(crate) fn scoped_workers<T: Send + Default>(threads: usize, work: &(dyn Fn() -> T + Sync)) -> Result<Vec<T>> {
+    std::thread::scope(|s| {
+        let mut handles = Vec::with_capacity(threads);
+        let mut refused = None;
+        for _ in 0..threads {
+            match std::thread::Builder::new().spawn_scoped(s, work) {
+                Ok(h) => handles.push(h),
+                Err(e) => {
+                    refused = Some(e);
+                    break;
+                }
+            }
+        }
+        match (handles.is_empty(), refused) {
+            (true, Some(e)) => Err(AigbError::Io(e)),
+            _ => Ok(handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()),
+        }
+    })
 }
 
 fn check_bids(out: &mut [f32], a: usize, name: &str, tick: usize, clip: bool) -> Result<()> {

@@ -36,7 +36,12 @@ pub type Stats = BTreeMap<String, Vec<f64>>;
 pub fn traffic_stats(sim: &Simulator, period: u64) -> Result<Stats> {
     let tr = sim.traffic(period)?;
     let cats = sim.categories();
-    let n_cat = cats.iter().max().map_or(0, |m| m + 1);
+    // the categories present, in increasing order; `slot[a]` indexes advertiser a's category
+    let mut present = cats.clone();
+    present.sort_unstable();
+    present.dedup();
+    let n_cat = present.len();
+    let slot: Vec<usize> = cats.iter().map(|c| present.partition_point(|p| p < c)).collect();
     let counts = tr.counts();
     let total: usize = counts.iter().sum();
     let mut st = Stats::new();
@@ -49,7 +54,7 @@ pub fn traffic_stats(sim: &Simulator, period: u64) -> Result<Stats> {
     for t in 0..counts.len() {
         tr.fill_tick(t, &mut tt)?;
         let mut s = 0.0;
-        for (a, &c) in cats.iter().enumerate() {
+        for (a, &c) in slot.iter().enumerate() {
             for (p, sg) in tt.pvalues_of(a).iter().zip(tt.sigmas_of(a)) {
                 let p = f64::from(*p);
                 s += p;
@@ -62,14 +67,14 @@ pub fn traffic_stats(sim: &Simulator, period: u64) -> Result<Stats> {
         tick_mean.push(if tt.pvalues.is_empty() { 0.0 } else { s / tt.pvalues.len() as f64 });
     }
     st.insert("tick_pvalue_mean".into(), tick_mean);
-    for c in 0..n_cat {
-        let pv = &mut pv_by_cat[c];
+    for (j, &c) in present.iter().enumerate() {
+        let pv = &mut pv_by_cat[j];
         let mean = rl_core::stats::mean(pv);
         let zero = pv.iter().filter(|&&x| x == 0.0).count() as f64 / pv.len().max(1) as f64;
         st.insert(format!("cat{c}/pvalue_mean"), vec![mean]);
         st.insert(format!("cat{c}/pvalue_zero_frac"), vec![zero]);
         st.insert(format!("cat{c}/pvalue_q"), sorted_quantiles(pv)?);
-        st.insert(format!("cat{c}/sigma_ratio_q"), sorted_quantiles(&mut ratio_by_cat[c])?);
+        st.insert(format!("cat{c}/sigma_ratio_q"), sorted_quantiles(&mut ratio_by_cat[j])?);
     }
     Ok(st)
 }

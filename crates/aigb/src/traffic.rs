@@ -30,6 +30,8 @@ use rand::Rng;
 use rand_distr::{Distribution, StandardNormal};
 use serde::{Deserialize, Serialize};
 
+use rl_core::MemoryBudget;
+
 use crate::error::{check_positive, check_range, AigbError, Result};
 
 /// AuctionNet's base traffic share of each of the 48 ticks (`NeurIPSPvGen.load_traffic_num_ratio_base`,
@@ -89,7 +91,7 @@ pub const AUCTIONNET_TICK_WEIGHTS: [f64; 48] = [
 ///
 /// | name | default | purpose | range |
 /// |---|---|---|---|
-/// | `pv_num` | 500 000 | impressions per period (before the per-tick floor) | ≥ 1 |
+/// | `pv_num` | 500 000 | impressions per period (before the per-tick floor) | ≥ 1; [`TrafficParams::max_tick_pv`] < 2⁵³; the buffers it implies fit `SimParams::memory_budget` |
 /// | `tick_weights` | [`AUCTIONNET_TICK_WEIGHTS`] | base traffic share per tick; its length is the number of ticks | non-empty, ≥ 0, sum > 0 |
 /// | `traffic_scale` | 0.4 | per-window traffic factor `U(1-s, 1+s)` | [0, 1) |
 /// | `traffic_window` | 4 | ticks sharing one traffic factor | ≥ 1 |
@@ -103,6 +105,10 @@ pub const AUCTIONNET_TICK_WEIGHTS: [f64; 48] = [
 /// | `std_ratio_tick_scale` | 0.2 | per-tick spread, relative | ≥ 0 |
 /// | `sigma_ratio_mean` | 0.15 | mean of the advertiser's sigma/pValue ratio | [0, 0.3] |
 /// | `sigma_ratio_sd` | 0.06 | its spread across advertisers | ≥ 0 |
+///
+/// The memory these parameters imply (per-tick buffers of `max_tick_pv` impressions, per-tick
+/// curves) is checked against a [`MemoryBudget`] by `SimParams::check` (for one advertiser),
+/// `Simulator::new` (for the market) and [`PeriodTraffic::new_within`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrafficParams {
@@ -195,7 +201,26 @@ impl TrafficParams {
     pub fn num_ticks(&self) -> usize {
         self.tick_weights.len()
     }
+
+    /// An upper bound on the impressions of any one tick these parameters can generate:
+    /// `pv_num · min(Σ w, max_t w_t · (1 + s) / (1 − s))` (`s = traffic_scale`), rounded up, plus
+    /// one for rounding. It sizes the per-tick buffers of the simulator; `check` requires it to
+    /// be below 2⁵³ (so the per-tick counts are exact integers) and `NaN`-free.
+    pub fn max_tick_pv(&self) -> f64 {
+        let total: f64 = self.tick_weights.iter().sum();
+        let max_w = self.tick_weights.iter().copied().fold(0.0f64, f64::max);
+        let s = self.traffic_scale;
+        let share = total.min(max_w * (1.0 + s) / (1.0 - s));
+        (self.pv_num as f64 * share * (1.0 + 1e-9)).ceil() + 1.0
+    }
 }
+
+/// The largest per-tick impression bound [`TrafficParams::max_tick_pv`] may reach (2⁵³: every
+/// count below it is exact in `f64`).
+pub const MAX_TICK_PV: f64 = 9_007_199_254_740_992.0;
+
+/// Bytes of the per-impression traffic buffers of one advertiser (`pValue` and `sigma`, `f32`).
+pub(crate) const TRAFFIC_BYTES_PER_PV: u64 = 8;
 
 impl rl_core::Params for TrafficParams {
     type Error = AigbError;
@@ -237,6 +262,14 @@ impl rl_core::Params for TrafficParams {
         check_range("std_ratio_tick_scale", self.std_ratio_tick_scale, 0.0, f64::INFINITY)?;
         check_range("sigma_ratio_mean", self.sigma_ratio_mean, 0.0, 0.3)?;
         check_range("sigma_ratio_sd", self.sigma_ratio_sd, 0.0, f64::INFINITY)?;
+        let bound = self.max_tick_pv();
+        if bound.is_nan() || bound >= MAX_TICK_PV {
+            return Err(AigbError::invalid(
+                "pv_num",
+                self.pv_num,
+                format!("with these tick weights a tick could hold {bound:e} impressions; the limit is 2^53"),
+            ));
+        }
         Ok(())
     }
 }
@@ -308,18 +341,54 @@ pub struct PeriodTraffic {
     /// `[advertiser][tick]`
     std: Vec<Vec<f64>>,
     sigma_ratio: Vec<f64>,
+    budget: MemoryBudget,
 }
 
 impl PeriodTraffic {
     /// The curves of period `period` for advertisers with the given categories (in slot order;
     /// the first advertiser of each category follows the category curve exactly).
     ///
+    /// The buffers are checked against [`MemoryBudget::default`]; see
+    /// [`PeriodTraffic::new_within`].
+    ///
     /// # Errors
-    /// [`AigbError::Empty`] without advertisers.
+    /// As [`PeriodTraffic::new_within`].
     pub fn new(params: &TrafficParams, categories: &[usize], seed: u64, period: u64) -> Result<Self> {
+        Self::new_within(params, categories, seed, period, MemoryBudget::default())
+    }
+
+    /// [`PeriodTraffic::new`] with the memory of the curves (`advertisers × ticks × 16` bytes,
+    /// `categories × ticks × 8`) and of one tick's impressions (`largest tick × advertisers × 8`
+    /// bytes, allocated by [`PeriodTraffic::fill_tick`]) checked against `budget` before anything
+    /// of that size is allocated. Categories may be any `usize`: only those present get a curve.
+    ///
+    /// # Errors
+    /// [`AigbError::Empty`] without advertisers; [`AigbError::InvalidParameter`] for invalid
+    /// `params`; [`AigbError::Core`] ([`rl_core::RlCoreError::TooLarge`]) when the buffers exceed
+    /// `budget`.
+    pub fn new_within(
+        params: &TrafficParams,
+        categories: &[usize],
+        seed: u64,
+        period: u64,
+        budget: MemoryBudget,
+    ) -> Result<Self> {
+        use rl_core::Params as _;
         if categories.is_empty() {
             return Err(AigbError::Empty { what: "advertisers".into() });
         }
+        params.validate().map_err(|e| e.nested("traffic"))?;
+        let mut distinct = categories.to_vec();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let (n_a, t_u) = (categories.len() as u64, params.num_ticks() as u64);
+        let curve_bytes = n_a
+            .checked_mul(t_u)
+            .and_then(|x| x.checked_mul(16))
+            .and_then(|x| (distinct.len() as u64).checked_mul(t_u).and_then(|c| c.checked_mul(8)).map(|c| (x, c)))
+            .and_then(|(x, c)| x.checked_add(c))
+            .unwrap_or(u64::MAX);
+        budget.check_bytes("traffic curves (advertisers × ticks)", curve_bytes)?;
         let pseed = rl_core::derive_seed(rl_core::derive_seed_named(seed, "traffic"), period);
         let t_n = params.num_ticks();
         // impressions per tick
@@ -327,16 +396,23 @@ impl PeriodTraffic {
         let f = window_factors(&mut rng, t_n, params.traffic_scale, params.traffic_window);
         let total: f64 = params.tick_weights.iter().sum();
         let scaled: f64 = params.tick_weights.iter().zip(&f).map(|(w, f)| w * f).sum();
-        let counts = params
+        let counts: Vec<usize> = params
             .tick_weights
             .iter()
             .zip(&f)
             .map(|(w, f)| (w * f * total / scaled * params.pv_num as f64).floor() as usize)
             .collect();
-        // category curves, then advertiser curves
-        let n_cat = categories.iter().max().map_or(0, |m| m + 1);
-        let cat_curves: Vec<Vec<f64>> = (0..n_cat)
-            .map(|c| {
+        let largest = counts.iter().copied().max().unwrap_or(0) as u64;
+        budget.check_elems(
+            "one tick's impressions (impressions × advertisers)",
+            &[largest, n_a],
+            TRAFFIC_BYTES_PER_PV,
+        )?;
+        // category curves (only the categories present; each from its own stream), then
+        // advertiser curves
+        let cat_curves: Vec<Vec<f64>> = distinct
+            .iter()
+            .map(|&c| {
                 let mut rng = rl_core::rng_from_seed(rl_core::derive_seed(
                     rl_core::derive_seed(pseed, stream::CATEGORY),
                     c as u64,
@@ -344,9 +420,12 @@ impl PeriodTraffic {
                 window_factors(&mut rng, t_n, params.category_scale, params.category_window)
             })
             .collect();
-        let mut seen = vec![false; n_cat];
+        let mut seen = vec![false; distinct.len()];
         let mut mean = Vec::with_capacity(categories.len());
-        for (a, &c) in categories.iter().enumerate() {
+        for (a, c) in categories.iter().enumerate() {
+            let c = distinct
+                .binary_search(c)
+                .map_err(|_| AigbError::UnknownId { what: "category".into(), id: c.to_string() })?;
             let mut m: Vec<f64> = cat_curves[c].iter().map(|g| g * params.pvalue_mean_base).collect();
             if seen[c] {
                 let mut rng = rl_core::rng_from_seed(rl_core::derive_seed(
@@ -388,7 +467,7 @@ impl PeriodTraffic {
                 }
             })
             .collect();
-        Ok(Self { period, seed: pseed, counts, mean, std, sigma_ratio })
+        Ok(Self { period, seed: pseed, counts, mean, std, sigma_ratio, budget })
     }
 
     /// The period index.
@@ -420,10 +499,16 @@ impl PeriodTraffic {
     /// Draws tick `t`'s impressions into `out` (advertiser-major: `pvalues[a·n + i]`).
     ///
     /// # Errors
-    /// [`AigbError::UnknownId`] for a tick outside the period.
+    /// [`AigbError::UnknownId`] for a tick outside the period; [`AigbError::Core`] when the
+    /// tick's buffers exceed the budget the curves were built with.
     pub fn fill_tick(&self, t: usize, out: &mut TickTraffic) -> Result<()> {
         let n = *self.counts.get(t).ok_or_else(|| AigbError::UnknownId { what: "tick".into(), id: t.to_string() })?;
         let n_a = self.mean.len();
+        self.budget.check_elems(
+            "one tick's impressions (impressions × advertisers)",
+            &[n as u64, n_a as u64],
+            TRAFFIC_BYTES_PER_PV,
+        )?;
         out.tick = t;
         out.num_pv = n;
         out.num_advertisers = n_a;
@@ -569,6 +654,29 @@ mod tests {
         }
         // factors are constant inside 8-tick windows
         assert_eq!(tr.pvalue_mean(3, 8), tr.pvalue_mean(3, 15));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        /// `max_tick_pv` (which sizes the simulator's memory check) bounds every tick's count.
+        #[test]
+        fn max_tick_pv_bounds_every_tick(
+            pv_num in 1usize..5_000_000,
+            weights in proptest::collection::vec(0.0f64..10.0, 1..60),
+            scale in 0.0f64..0.999,
+            window in 1usize..9,
+            period in 0u64..1000,
+        ) {
+            let mut weights = weights;
+            weights[0] += 1e-3;
+            let p = TrafficParams::default().pv_num(pv_num).tick_weights(weights).traffic_scale(scale).traffic_window(window);
+            p.clone().check().unwrap();
+            let tr = PeriodTraffic::new(&p, &[0], 7, period).unwrap();
+            let bound = p.max_tick_pv();
+            for &c in tr.counts() {
+                proptest::prop_assert!((c as f64) <= bound, "{c} > {bound}");
+            }
+        }
     }
 
     #[test]

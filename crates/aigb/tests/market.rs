@@ -192,7 +192,8 @@ fn datasets_round_trip_and_malformed_files_are_rejected() {
     bad(&|l| set_field(l, 5, 8, "abc"), "line 6: column 9 (`state_1`) is not a number");
     bad(&|l| set_field(l, 5, 8, "inf"), "not finite");
     bad(&|l| set_field(l, 5, 3, "-1"), "must be > 0");
-    bad(&|l| set_field(l, 7, 4, "55.5"), "constant");
+    bad(&|l| set_field(l, 7, 4, "55.5"), "line 8: column 5 (`cpa`) = 55.5 differs from the metadata");
+    bad(&|l| set_field(l, 7, 5, "someone-else"), "constant within a trajectory");
     bad(&|l| drop(l.remove(9)), "line 10: tick");
     bad(&|l| set_field(l, 4, 31, "2"), "`done` must be 0 or 1");
 }

@@ -155,9 +155,13 @@ pub struct OnlineLpTable {
 impl OnlineLpTable {
     /// Builds the table from samples.
     ///
+    /// The table is dense in `(category, tick)`: its `(max category + 1) × num_ticks` point
+    /// lists are checked against [`rl_core::MemoryBudget::default`] before they are allocated.
+    ///
     /// # Errors
     /// [`AigbError::Empty`] without samples or ticks; [`AigbError::NonFinite`] for a
-    /// non-finite sample; [`AigbError::UnknownId`] for a tick ≥ `num_ticks`.
+    /// non-finite sample; [`AigbError::UnknownId`] for a tick ≥ `num_ticks` or a category above
+    /// [`crate::sim::MAX_CATEGORY`]; [`AigbError::Core`] when the table exceeds the budget.
     pub fn build(samples: &[LpSample], num_ticks: usize, params: &OnlineLpParams) -> Result<Self> {
         if samples.is_empty() {
             return Err(AigbError::Empty { what: "OnlineLP samples".into() });
@@ -165,7 +169,15 @@ impl OnlineLpTable {
         if num_ticks == 0 {
             return Err(AigbError::Empty { what: "ticks".into() });
         }
+        if let Some(s) = samples.iter().find(|s| s.category > crate::sim::MAX_CATEGORY) {
+            return Err(AigbError::UnknownId { what: "category".into(), id: s.category.to_string() });
+        }
         let n_cat = samples.iter().map(|s| s.category).max().map_or(0, |m| m + 1);
+        rl_core::MemoryBudget::default().check_elems(
+            "OnlineLP table (categories × ticks)",
+            &[n_cat as u64, num_ticks as u64],
+            std::mem::size_of::<Vec<(f64, f64)>>() as u64,
+        )?;
         // per category: (tick, realCPA, cost)
         let mut by_cat: Vec<Vec<(usize, f64, f64)>> = vec![Vec::new(); n_cat];
         for (i, s) in samples.iter().enumerate() {
