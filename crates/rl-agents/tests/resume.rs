@@ -151,3 +151,76 @@ fn foreign_and_mismatched_checkpoints_are_rejected_without_change() {
     assert!(same.load(&dir.path().join("sac")).is_err());
     assert!(same.load(&dir.path().join("missing")).is_err());
 }
+
+fn data_dir(unit: &Path) -> std::path::PathBuf {
+    let d: Vec<_> = std::fs::read_dir(unit)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("data-"))
+        .collect();
+    assert_eq!(d.len(), 1, "{d:?}");
+    d[0].clone()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A run's checkpoint is one unit (issue 22): the trainer's part of one save next to the agent
+/// of another (what a crash between two renames used to leave) is refused, naming the part,
+/// and so is a replay buffer from another save inside the agent's own unit.
+#[test]
+fn parts_of_two_saves_are_refused_naming_the_part() {
+    let root = tempfile::tempdir().unwrap();
+    let obs = rl_core::Space::symmetric(3, 8.0).unwrap();
+    let act = rl_core::Space::symmetric(1, 2.0).unwrap();
+    let new = |seed: u64| {
+        let sac = Sac::new(SacParams::default().hidden([8]).check().unwrap(), &obs, &act, Device::Cpu, seed).unwrap();
+        OffPolicy::new(sched().check().unwrap(), sac, &obs, &act, seed).unwrap()
+    };
+    let mut a = new(7);
+    let mut ta = pendulums(7);
+    steps(&mut a, &mut ta, 25);
+    let (early, late) = (root.path().join("early"), root.path().join("late"));
+    save_run(&early, &a, &ta).unwrap();
+    steps(&mut a, &mut ta, 5);
+    save_run(&late, &a, &ta).unwrap();
+    let (de, dl) = (data_dir(&early), data_dir(&late));
+    // the trainer at step 60 next to the agent at step 50
+    std::fs::remove_dir_all(de.join("trainer")).unwrap();
+    copy_dir(&dl.join("trainer"), &de.join("trainer"));
+    let mut c = new(99);
+    let mut tc = pendulums(99);
+    match load_run(&early, &mut c, &mut tc) {
+        Err(rl_agents::AgentError::Nn(rl_nn::RlNnError::CheckpointPart { part, .. })) => assert_eq!(part, "trainer"),
+        other => panic!("expected CheckpointPart, got {other:?}"),
+    }
+    assert_eq!((tc.steps(), OnlineAgent::env_steps(&c)), (0, 0), "nothing changed");
+    // inside the agent's own unit: a replay buffer of the later save
+    let mut b = new(7);
+    let mut tb = pendulums(7);
+    steps(&mut b, &mut tb, 25);
+    OnlineAgent::save(&b, &root.path().join("agent_early")).unwrap();
+    steps(&mut b, &mut tb, 5);
+    OnlineAgent::save(&b, &root.path().join("agent_late")).unwrap();
+    let (ae, al) = (data_dir(&root.path().join("agent_early")), data_dir(&root.path().join("agent_late")));
+    std::fs::remove_dir_all(ae.join("replay")).unwrap();
+    copy_dir(&al.join("replay"), &ae.join("replay"));
+    match OnlineAgent::load(&mut c, &root.path().join("agent_early")) {
+        Err(rl_agents::AgentError::Nn(rl_nn::RlNnError::CheckpointPart { part, .. })) => assert_eq!(part, "replay"),
+        other => panic!("expected CheckpointPart, got {other:?}"),
+    }
+    // the intact one loads
+    OnlineAgent::load(&mut c, &root.path().join("agent_late")).unwrap();
+    assert_eq!(OnlineAgent::env_steps(&c), 60);
+    load_run(&late, &mut c, &mut tc).unwrap();
+    assert_eq!(tc.steps(), 60);
+}
