@@ -20,6 +20,8 @@ Writes `crates/rl-hf/tests/fixtures/<name>/` for each variant: the model directo
 (see `crates/rl-hf/tests/save.rs`, `RL_HF_KEEP_SAVED`) in transformers and prints their max
 abs logit difference to the reference.
 
+For `qwen2_tied`, `qwen3` and `llama3` also `grad.safetensors` (see `gradients`).
+
 No hub access: every model is built from a config and random weights (seeded).
 """
 
@@ -113,6 +115,34 @@ def reference(model, path):
     return margin
 
 
+def gradients(model, path, start=4):
+    """`grad.safetensors`: log-probs and entropies of tokens `start..T` and the gradient of
+    `sum(coef * logp * m) + 0.1 * sum(entropy * m)` (m = 1 where the token and the one before it
+    are real, coef fixed random weights) with respect to every parameter (`grad.<name>`, tied ones once)."""
+    model.zero_grad()
+    ids, mask, pos = batch()
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=pos).logits.float()
+    logp_all = torch.log_softmax(logits[:, start - 1 : -1], dim=-1)
+    lp = logp_all.gather(-1, ids[:, start:, None]).squeeze(-1)
+    ent = -(logp_all.exp() * logp_all).sum(-1)
+    # A token's log-prob is defined only when the position before it is a real token too
+    # (the first token after left padding is conditioned on a padding query).
+    m = (mask[:, start:] * mask[:, start - 1 : -1]).float()
+    coef = torch.randn(lp.shape, generator=torch.Generator().manual_seed(99))
+    loss = (coef * lp * m).sum() + 0.1 * (ent * m).sum()
+    loss.backward()
+    out = {
+        "start": torch.tensor([start], dtype=torch.long),
+        "coef": coef.contiguous(),
+        "logprobs": lp.detach().contiguous(),
+        "entropy": ent.detach().contiguous(),
+    }
+    for name, p in model.named_parameters():
+        out["grad." + name] = p.grad.detach().contiguous()
+    save_file(out, os.path.join(path, "grad.safetensors"))
+    model.zero_grad()
+
+
 def save(model, name, **kw):
     path = os.path.join(OUT, name)
     shutil.rmtree(path, ignore_errors=True)
@@ -155,6 +185,8 @@ def main():
         real = mask.bool()
         diff = float((a - b).abs()[real].max())
         report[name] = {"gen_margin": round(m, 4), "reload_max_abs": diff}
+        if name in ("qwen2_tied", "qwen3", "llama3"):
+            gradients(model, path)
 
     q2 = dict(COMMON, rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
     m = randomise(Qwen2ForCausalLM(Qwen2Config(**q2, tie_word_embeddings=True)), 1)

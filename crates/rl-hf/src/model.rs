@@ -443,6 +443,27 @@ impl HfModel {
         &self,
         input_ids: &Tensor,
         attention_mask: Option<&Tensor>,
+        cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        let x = self.hidden_states(input_ids, attention_mask, cache)?;
+        Ok(x.f_linear::<Tensor>(self.lm_head_weight(), None)?)
+    }
+
+    /// The LM head matrix `[V, H]` (the embedding matrix when tied).
+    #[must_use]
+    pub fn lm_head_weight(&self) -> &Tensor {
+        self.lm_head.as_ref().unwrap_or(&self.embed)
+    }
+
+    /// The final hidden states `[B, T, H]` (after the last RMSNorm, before the LM head):
+    /// [`forward`](Self::forward) without the head, same arguments and errors.
+    ///
+    /// # Errors
+    /// As [`forward`](Self::forward).
+    pub fn hidden_states(
+        &self,
+        input_ids: &Tensor,
+        attention_mask: Option<&Tensor>,
         mut cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
         let (b, t) = self.check_ids(input_ids)?;
@@ -529,9 +550,7 @@ impl HfModel {
             c.len = s;
             c.batch = b;
         }
-        let x = rms_norm(&x, &self.norm, cfg.rms_norm_eps)?;
-        let head = self.lm_head.as_ref().unwrap_or(&self.embed);
-        Ok(x.f_linear::<Tensor>(head, None)?)
+        rms_norm(&x, &self.norm, cfg.rms_norm_eps)
     }
 
     /// Greedy decoding of a left-padded batch with the KV cache: `max_new_tokens` new tokens
