@@ -450,7 +450,6 @@ impl HfModel {
     }
 
     /// The LM head matrix `[V, H]` (the embedding matrix when tied).
-    #[must_use]
     pub fn lm_head_weight(&self) -> &Tensor {
         self.lm_head.as_ref().unwrap_or(&self.embed)
     }
