@@ -79,8 +79,8 @@ fn one() -> f64 {
 
 /// An outcome-reward advantage estimator. Every field has the reference's default, also when
 /// read from a config (`{"kind": "grpo"}` is verl's GRPO).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
 pub enum AdvantageEstimator {
     /// GRPO: `(R − μ_G)/(σ_G + eps)` (verl `grpo`, eps `1e-6`, Bessel std).
     Grpo {
@@ -144,6 +144,76 @@ pub enum AdvantageEstimator {
         #[serde(default = "one")]
         f_norm: f64,
     },
+}
+
+/// The `kind` of every variant of [`AdvantageEstimator`], in the order of the variants.
+const ADVANTAGE_ESTIMATOR_KINDS: [&str; 11] = [
+    "grpo",
+    "dr_grpo",
+    "rloo",
+    "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline",
+    "max_rl",
+    "pass_k",
+    "opo",
+    "batch_std",
+    "remax",
+    "gpg",
+];
+
+/// [`AdvantageEstimator`] externally tagged, for [`rl_core::de::internally_tagged`]: a variant without
+/// fields refuses any key next to `kind`, and errors keep their paths.
+#[derive(Deserialize)]
+#[serde(remote = "AdvantageEstimator", rename_all = "snake_case", deny_unknown_fields)]
+#[allow(dead_code)] // read only by the derived deserializer
+enum AdvantageEstimatorDe {
+    Grpo {
+        #[serde(default = "eps_1e6")]
+        eps: f64,
+        #[serde(default)]
+        std: StdKind,
+    },
+    DrGrpo,
+    Rloo,
+    ReinforcePlusPlus {
+        #[serde(default = "eps_1e8")]
+        eps: f64,
+    },
+    ReinforcePlusPlusBaseline {
+        #[serde(default = "eps_1e8")]
+        eps: f64,
+    },
+    MaxRl {
+        #[serde(default = "eps_1e6")]
+        eps: f64,
+    },
+    PassK {
+        #[serde(default = "yes")]
+        normalize_by_std: bool,
+        #[serde(default = "eps_1e6")]
+        eps: f64,
+    },
+    Opo,
+    BatchStd {
+        #[serde(default = "eps_1e4")]
+        eps: f64,
+    },
+    #[serde(rename = "remax")]
+    ReMax,
+    Gpg {
+        #[serde(default = "one")]
+        f_norm: f64,
+    },
+}
+
+#[derive(Deserialize)]
+struct AdvantageEstimatorTagged(#[serde(with = "AdvantageEstimatorDe")] AdvantageEstimator);
+
+impl<'de> Deserialize<'de> for AdvantageEstimator {
+    /// A table with `kind` and the variant's fields; any other key is an error naming it.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(rl_core::de::internally_tagged::<D, AdvantageEstimatorTagged>(d, "kind", &ADVANTAGE_ESTIMATOR_KINDS)?.0)
+    }
 }
 
 impl Default for AdvantageEstimator {

@@ -57,8 +57,8 @@ pub enum Compat {
 
 /// How per-token losses are reduced to a scalar (verl `loss_agg_mode`). In a config:
 /// `{"mode": "token-mean"}`, `{"mode": "seq-mean-token-sum-norm", "scale": 4096}`.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
-#[serde(tag = "mode", rename_all = "kebab-case", deny_unknown_fields)]
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
+#[serde(tag = "mode", rename_all = "kebab-case")]
 pub enum Aggregation {
     /// Mean over all response tokens of the batch (verl default `token-mean`).
     #[default]
@@ -75,6 +75,35 @@ pub enum Aggregation {
         #[serde(default)]
         scale: Option<f64>,
     },
+}
+
+/// The `mode` of every variant of [`Aggregation`], in the order of the variants.
+const AGGREGATION_KINDS: [&str; 4] =
+    ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"];
+
+/// [`Aggregation`] externally tagged, for [`rl_core::de::internally_tagged`]: a variant without
+/// fields refuses any key next to `mode`, and errors keep their paths.
+#[derive(Deserialize)]
+#[serde(remote = "Aggregation", rename_all = "kebab-case", deny_unknown_fields)]
+#[allow(dead_code)] // read only by the derived deserializer
+enum AggregationDe {
+    TokenMean,
+    SeqMeanTokenSum,
+    SeqMeanTokenMean,
+    SeqMeanTokenSumNorm {
+        #[serde(default)]
+        scale: Option<f64>,
+    },
+}
+
+#[derive(Deserialize)]
+struct AggregationTagged(#[serde(with = "AggregationDe")] Aggregation);
+
+impl<'de> Deserialize<'de> for Aggregation {
+    /// A table with `mode` and the variant's fields; any other key is an error naming it.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(rl_core::de::internally_tagged::<D, AggregationTagged>(d, "mode", &AGGREGATION_KINDS)?.0)
+    }
 }
 
 impl Aggregation {

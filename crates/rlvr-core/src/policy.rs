@@ -489,7 +489,7 @@ params_impl!(KlCovParams, "kl_cov");
 
 /// The policy loss. In a config: `{"kind": "ppo", "eps_high": 0.28}` (the variant's fields
 /// next to `kind`, all optional).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum PolicyLoss {
     /// PPO clip with asymmetric ε, dual clip and optional ratio cap.
@@ -510,6 +510,36 @@ pub enum PolicyLoss {
     KlCov(KlCovParams),
     /// LPO listwise target-projection.
     Lpo(LpoParams),
+}
+
+/// The `kind` of every variant of [`PolicyLoss`], in the order of the variants.
+const POLICY_LOSS_KINDS: [&str; 9] = ["ppo", "gspo", "cispo", "sapo", "reinforce", "gmpo", "clip_cov", "kl_cov", "lpo"];
+
+/// [`PolicyLoss`] externally tagged, for [`rl_core::de::internally_tagged`]: a variant without
+/// fields refuses any key next to `kind`, and errors keep their paths.
+#[derive(Deserialize)]
+#[serde(remote = "PolicyLoss", rename_all = "snake_case", deny_unknown_fields)]
+#[allow(dead_code)] // read only by the derived deserializer
+enum PolicyLossDe {
+    Ppo(PpoParams),
+    Gspo(GspoParams),
+    Cispo(CispoParams),
+    Sapo(SapoParams),
+    Reinforce,
+    Gmpo(GmpoParams),
+    ClipCov(ClipCovParams),
+    KlCov(KlCovParams),
+    Lpo(LpoParams),
+}
+
+#[derive(Deserialize)]
+struct PolicyLossTagged(#[serde(with = "PolicyLossDe")] PolicyLoss);
+
+impl<'de> Deserialize<'de> for PolicyLoss {
+    /// A table with `kind` and the variant's fields; any other key is an error naming it.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(rl_core::de::internally_tagged::<D, PolicyLossTagged>(d, "kind", &POLICY_LOSS_KINDS)?.0)
+    }
 }
 
 impl Default for PolicyLoss {

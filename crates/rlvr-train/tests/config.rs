@@ -50,6 +50,10 @@ fn a_stray_key_next_to_a_kind_without_fields_is_refused() {
     for kind in ["uniform", "history_resampling", "dynamic_sampling", "dps", "gps", "drm", "gdrm"] {
         refused_at(&format!("[selector]\nkind = \"{kind}\"\nstray = 1\n"), "selector.stray");
     }
+    // The same for the tagged enums of rlvr-core inside the loss and the replay buffer.
+    refused_at("[loss.policy]\nkind = \"reinforce\"\neps_high = 0.2\n", "loss.policy.eps_high");
+    refused_at("[loss.aggregation]\nmode = \"token-mean\"\nscale = 3.0\n", "loss.aggregation.scale");
+    refused_at("[replay.estimator]\nkind = \"rloo\"\neps = 1e-6\n", "replay.estimator.eps");
 }
 
 #[test]
@@ -103,6 +107,9 @@ fn parse_errors_carry_their_full_dotted_path() {
         ("[selector]\nkind = \"drm\"\nrisk_from_rewards = \"x\"\n", "selector.risk_from_rewards"),
         ("[[task.mix]]\ntrain_prompts = 1\n[task.mix.pool]\nfamiy = 1\n", "task.mix[0].pool.famiy"),
         ("tpyo = 1\n", "tpyo"),
+        ("[loss.policy]\nkind = \"ppo\"\nclip_hgh = 0.2\n", "loss.policy.clip_hgh"),
+        ("[loss.policy]\nkind = \"lpo\"\nprojection = 3\n", "loss.policy.projection"),
+        ("[loss.policy]\nkind = \"ppo\"\n[loss.policy.lpo]\nprojection = \"forward\"\n", "loss.policy.lpo"),
     ] {
         let e = refused_at(text, key);
         assert!(matches!(e, TrainError::ConfigParse { .. }), "{e:?}");
