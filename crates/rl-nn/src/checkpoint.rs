@@ -1,24 +1,39 @@
-//! Checkpoints: safetensors files of named tensors, and checkpoint directories.
+//! Checkpoints: safetensors files of named tensors, checkpoint directories, and checkpoint
+//! units of several parts.
 //!
 //! A component's checkpoint is a directory (`docs/conventions.md` §4) holding
 //!
-//! - `state.json`: `{"kind": "...", "format_version": N, "state": ...}`, the component's
-//!   serialisable state (parameters, counters, generator states, buffer contents), and
+//! - `state.json`: `{"kind": "...", "format_version": N, "state": ..., "sha256": {"state":
+//!   ..., "tensors": ...}}`, the component's serialisable state (parameters, counters,
+//!   generator states, buffer contents) and the content hashes of the state (SHA-256 of its
+//!   compact JSON) and of the tensor file, and
 //! - `tensors.safetensors`: every tensor (weights, target networks, optimiser moments),
 //!
 //! written by [`save_dir`] into a temporary directory that is then renamed into place, so a
 //! crash never leaves a half-written checkpoint under the final name. [`load_dir`] returns
-//! both parts after checking the kind and format version; a missing file is
-//! [`RlNnError::MissingFile`], an unreadable one [`RlNnError::CorruptCheckpoint`], another
-//! component's or version's [`RlNnError::FormatMismatch`]. Components then *check* every
-//! tensor they need ([`check_map`], [`crate::optim::Adam::check_state_tensors`]) before
-//! *copying* any ([`load_map`], [`crate::optim::Adam::load_state_tensors`]), so a failed load
-//! leaves the object unchanged.
+//! both parts after checking the kind, the format version and both hashes; a missing file is
+//! [`RlNnError::MissingFile`], an unreadable one or one whose hash differs
+//! [`RlNnError::CorruptCheckpoint`], another component's or version's (or one without hashes)
+//! [`RlNnError::FormatMismatch`]. Components then *check* every tensor they need
+//! ([`check_map`], [`crate::optim::Adam::check_state_tensors`]) before *copying* any
+//! ([`load_map`], [`crate::optim::Adam::load_state_tensors`]), so a failed load leaves the
+//! object unchanged.
+//!
+//! Every reader refuses NaN and infinite values in floating-point tensors
+//! ([`RlNnError::NonFiniteTensor`], naming the tensor): [`read_tensors`] (so [`load`] and
+//! [`load_dir`]), [`check_map`] / [`load_map`] for in-memory maps, and the optimiser's checks
+//! ([`check_finite_tensor`] is the check itself).
+//!
+//! Several checkpoints that must resume together (an algorithm and its training loop) are
+//! written as one *unit* ([`UnitWriter`], [`open_unit`]): all parts go into a fresh data
+//! directory and a manifest holding every part's step count and every file's SHA-256 is
+//! committed by one rename; loading verifies every file and each part's step count and
+//! names the part that disagrees ([`RlNnError::CheckpointPart`]).
 //!
 //! [`save`] / [`load`] write and read the variables of one `VarStore` as a single safetensors
 //! file: a missing tensor gives [`RlNnError::MissingTensor`], a wrong shape
 //! [`RlNnError::TensorShape`], extra tensors (with [`LoadMode::Strict`])
-//! [`RlNnError::UnexpectedTensors`].
+//! [`RlNnError::UnexpectedTensors`]. A bare safetensors file carries no hash.
 //!
 //! ```
 //! use rl_core::Params;

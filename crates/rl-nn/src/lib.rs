@@ -14,8 +14,10 @@
 //!   global-norm gradient clipping; moments and step counts are named tensors, so a checkpoint
 //!   resumes bit for bit.
 //! - [`checkpoint`]: checkpoint directories (`state.json` + `tensors.safetensors`, written to
-//!   a temporary name and renamed) and safetensors files, with typed errors for missing,
-//!   corrupt and mismatched files; a failed load changes nothing.
+//!   a temporary name and renamed, verified by content hashes on load), checkpoint units
+//!   (several parts committed as one by a manifest renamed into place, every file's SHA-256
+//!   and every part's step count checked on load) and safetensors files, with typed errors
+//!   for missing, corrupt, mismatched and non-finite data; a failed load changes nothing.
 //! - [`check`]: checks of caller tensors (rank, every dimension, kind, device, device
 //!   availability) before any libtorch op.
 //! - [`Mlp`] and [`EnsembleMlp`] ([`MlpConfig`]: widths, [`Activation`], LayerNorm,

@@ -163,11 +163,13 @@ fn flipped_and_truncated_checkpoints_are_refused_or_load_identically() {
     // in a unit, the manifest is verified by the hash of its parsed value and every part's
     // file by the hash of its bytes: only the manifest's whitespace may change
     let (tried, accepted) = fuzz(&unit_dir, load_unit, |f| f.ends_with(checkpoint::MANIFEST_FILE), &unit_ref);
+    eprintln!("unit: {tried} mutations, {accepted} accepted");
     assert!(tried > 2000 && accepted > 10, "{tried} mutations, {accepted} accepted");
     let plain_ref = load_plain(&plain_dir).unwrap();
     // a bare directory: `state.json` is verified by the hash of its parsed state, the tensors
     // by the hash of their bytes
     let (tried, accepted) = fuzz(&plain_dir, load_plain, |f| f.ends_with(checkpoint::STATE_FILE), &plain_ref);
+    eprintln!("bare directory: {tried} mutations, {accepted} accepted");
     assert!(tried > 1000 && accepted > 5, "{tried} mutations, {accepted} accepted");
     // the pristine files were restored
     assert_eq!(load_unit(&unit_dir).unwrap(), unit_ref);
