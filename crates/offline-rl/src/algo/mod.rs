@@ -162,7 +162,7 @@ impl std::str::FromStr for AlgoKind {
 }
 
 /// Parameters of any algorithm, tagged by `algo` (`{"algo": "dmg", "nu": 10.0}`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "algo", rename_all = "snake_case")]
 pub enum AlgorithmParams {
     /// [`Bc`].
@@ -175,6 +175,32 @@ pub enum AlgorithmParams {
     Dmg(DmgParams),
     /// [`Scas`].
     Scas(ScasParams),
+}
+
+/// The `algo` of every variant of [`AlgorithmParams`], in the order of the variants.
+const ALGORITHM_PARAMS_KINDS: [&str; 5] = ["bc", "td3_bc", "iql", "dmg", "scas"];
+
+/// [`AlgorithmParams`] externally tagged, for [`rl_core::de::internally_tagged`]: a variant without
+/// fields refuses any key next to `algo`, and errors keep their paths.
+#[derive(Deserialize)]
+#[serde(remote = "AlgorithmParams", rename_all = "snake_case", deny_unknown_fields)]
+#[allow(dead_code)] // read only by the derived deserializer
+enum AlgorithmParamsDe {
+    Bc(BcParams),
+    Td3Bc(Td3BcParams),
+    Iql(IqlParams),
+    Dmg(DmgParams),
+    Scas(ScasParams),
+}
+
+#[derive(Deserialize)]
+struct AlgorithmParamsTagged(#[serde(with = "AlgorithmParamsDe")] AlgorithmParams);
+
+impl<'de> Deserialize<'de> for AlgorithmParams {
+    /// A table with `algo` and the variant's fields; any other key is an error naming it.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Ok(rl_core::de::internally_tagged::<D, AlgorithmParamsTagged>(d, "algo", &ALGORITHM_PARAMS_KINDS)?.0)
+    }
 }
 
 impl AlgorithmParams {
