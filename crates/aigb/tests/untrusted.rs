@@ -80,6 +80,10 @@ fn pv_num_and_ticks_are_bounded_by_the_memory_budget() {
     let e = Simulator::new(p.clone(), ads(48, 1_000_000)).unwrap_err();
     assert_eq!(invalid_name(&e), "advertisers", "{e}");
     assert!(Simulator::new(p, ads(1, 1_000_000)).is_ok());
+    // the budget is a plain byte count in a config file
+    let p: SimParams = serde_json::from_str(r#"{"memory_budget": 1048576}"#).unwrap();
+    assert_eq!(p, SimParams::default().memory_budget(MemoryBudget::bytes(1 << 20)));
+    assert_eq!(serde_json::from_str::<SimParams>("{}").unwrap(), SimParams::default());
     // the defaults (AuctionNet's market) are far inside the default budget
     let d = SimParams::default();
     let bytes = d.memory_bytes(48, 6).unwrap();
