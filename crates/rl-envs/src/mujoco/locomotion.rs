@@ -30,22 +30,60 @@ mod f64_inf {
         t.end()
     }
 
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Num {
-        F(f64),
-        S(String),
+    /// One bound: a number or `"inf"` / `"-inf"` (a visitor, not an untagged enum, so that a
+    /// bad value gets a message saying what is expected rather than serde's "did not match any
+    /// variant of untagged enum").
+    struct Num(f64);
+
+    impl<'de> Deserialize<'de> for Num {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl serde::de::Visitor<'_> for V {
+                type Value = Num;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("a number, \"inf\" or \"-inf\"")
+                }
+                fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<Num, E> {
+                    Ok(Num(v))
+                }
+                fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Num, E> {
+                    Ok(Num(v as f64))
+                }
+                fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Num, E> {
+                    Ok(Num(v as f64))
+                }
+                fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Num, E> {
+                    match s {
+                        "inf" => Ok(Num(f64::INFINITY)),
+                        "-inf" => Ok(Num(f64::NEG_INFINITY)),
+                        _ => Err(E::invalid_value(serde::de::Unexpected::Str(s), &self)),
+                    }
+                }
+            }
+            d.deserialize_any(V)
+        }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<[f64; 2], D::Error> {
-        let raw: [Num; 2] = Deserialize::deserialize(d)?;
-        let conv = |n: &Num| match n {
-            Num::F(f) => Ok(*f),
-            Num::S(s) if s == "inf" => Ok(f64::INFINITY),
-            Num::S(s) if s == "-inf" => Ok(f64::NEG_INFINITY),
-            Num::S(s) => Err(serde::de::Error::custom(format!("expected a number, \"inf\" or \"-inf\", got {s:?}"))),
-        };
-        Ok([conv(&raw[0])?, conv(&raw[1])?])
+        let [lo, hi]: [Num; 2] = Deserialize::deserialize(d)?;
+        Ok([lo.0, hi.0])
+    }
+
+    #[cfg(test)]
+    mod tests {
+        #[derive(Debug, serde::Deserialize)]
+        struct R(#[serde(with = "super")] [f64; 2]);
+
+        #[test]
+        fn bounds_read_numbers_and_infinities_and_name_a_bad_value() {
+            let r: R = serde_json::from_str(r#"[-1, "inf"]"#).unwrap_or(R([0.0; 2]));
+            assert_eq!(r.0, [-1.0, f64::INFINITY]);
+            let r: R = serde_json::from_str(r#"["-inf", 0.5]"#).unwrap_or(R([0.0; 2]));
+            assert_eq!(r.0, [f64::NEG_INFINITY, 0.5]);
+            let e = serde_json::from_str::<R>(r#"[0, "big"]"#).map(|_| ()).unwrap_err().to_string();
+            assert!(e.contains("\"big\"") && e.contains("\"inf\"") && !e.contains("untagged"), "{e}");
+            assert!(serde_json::from_str::<R>(r#"[0, true]"#).is_err());
+        }
     }
 }
 
