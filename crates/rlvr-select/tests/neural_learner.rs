@@ -119,9 +119,9 @@ fn gps_generalises_to_unseen_prompts() -> anyhow::Result<()> {
             .map(|&id| {
                 let p = truth(&pool[id as usize * dim..(id as usize + 1) * dim]);
                 let s = (0..8).filter(|_| rng.random::<f32>() < p).count();
-                Outcome::from_successes(id, s, 8)?
+                Outcome::from_successes(id, s, 8)
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         gps.observe(step, &outcomes, &mut rng)?;
     }
     let pred = gps.predict_success(&held, &mut rng)?;

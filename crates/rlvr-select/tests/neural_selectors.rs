@@ -251,7 +251,11 @@ fn missing_features_and_bad_outcomes_are_typed_errors() -> anyhow::Result<()> {
     let mut mpts = Mpts::new(MptsParams::default().check()?, 2)?
         .with_feature_table(vec![0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])?;
     let sel = mpts.select(0, Candidates::new(&ids), 2, &mut NoRollouts, &mut rng)?;
-    mpts.observe(0, &sel.ids.iter().map(|&id| Outcome::from_successes(id, 1, 4)?).collect::<Vec<_>>(), &mut rng)?;
+    mpts.observe(
+        0,
+        &sel.ids.iter().map(|&id| Outcome::from_successes(id, 1, 4)).collect::<Result<Vec<_>, _>>()?,
+        &mut rng,
+    )?;
     assert!(mpts.predict(Candidates::new(&[0, 3]))?.is_some());
     assert!(matches!(
         MptsParams::default().samples(1).check(),
@@ -281,9 +285,9 @@ fn gps_allocation_spends_the_budget_on_solvable_prompts() -> anyhow::Result<()> 
             .iter()
             .map(|&id| {
                 let p = truth(&pool[id as usize * dim..(id as usize + 1) * dim]);
-                Outcome::from_successes(id, (0..8).filter(|_| rng.random::<f32>() < p).count(), 8)?
+                Outcome::from_successes(id, (0..8).filter(|_| rng.random::<f32>() < p).count(), 8)
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         gps.observe(step, &outcomes, &mut rng)?;
     }
     let test: Vec<f32> = vec![-1.5, 0.0, 0.0, 0.0, 1.5, 0.0];
