@@ -625,7 +625,8 @@ fn attr_count(
 /// malformed `episode_*` name is an error), the metadata's `total_steps` and
 /// `total_episodes` non-negative integers equal to the steps and episodes found (either may
 /// be absent), and each episode's `id` and `total_steps` attributes, where present, equal to
-/// its index and its steps. An episode that ends without a termination or truncation
+/// its index and its steps, and `frugal_rl_info` of the metadata equal to the root attribute
+/// of the same name when both exist (files written here). An episode that ends without a termination or truncation
 /// flag (a collector stopped mid-episode) gets a timeout flag on its last step, counted in
 /// the report.
 ///
@@ -776,7 +777,7 @@ pub fn read_minari(dir: impl AsRef<Path>, options: &MinariReadOptions) -> Result
             cat1(&ti).map_err(shape)?,
         )?;
     }
-    let info = minari_info(&meta, &root, &h5)?;
+    let info = minari_info(&meta, &meta_path, &root, &h5)?;
     let ds = Dataset::new(all, info)?;
     report.transitions = ds.len();
     report.episodes = ds.episodes().len();
@@ -812,16 +813,35 @@ fn dict_observations(
     ndarray::concatenate(ndarray::Axis(1), &views).map_err(|e| h5err(h5, e))
 }
 
+/// The description: `frugal_rl_info` of `metadata.json` and of the HDF5 root attributes
+/// (files written here have both, and they must agree: the HDF5 copy is covered by the
+/// object header's checksum, the JSON copy by nothing), else one of them, else Minari's own
+/// fields.
 fn minari_info(
     meta: &serde_json::Map<String, serde_json::Value>,
+    meta_path: &Path,
     root: &hdf5_pure::Group,
     h5: &Path,
 ) -> Result<DatasetInfo> {
-    if let Some(serde_json::Value::String(s)) = meta.get(INFO_ATTR) {
-        return serde_json::from_str(s).map_err(|e| OfflineError::corrupt(h5, format!("metadata `{INFO_ATTR}`: {e}")));
-    }
-    if let Some(i) = info_from_attrs(&root.attrs().map_err(|e| h5err(h5, e))?, h5)? {
-        return Ok(i);
+    let from_meta: Option<DatasetInfo> = match meta.get(INFO_ATTR) {
+        None => None,
+        Some(serde_json::Value::String(s)) => {
+            Some(serde_json::from_str(s).map_err(|e| OfflineError::corrupt(meta_path, format!("`{INFO_ATTR}`: {e}")))?)
+        }
+        Some(other) => {
+            return Err(OfflineError::corrupt(meta_path, format!("`{INFO_ATTR}` is not a string: {other}")));
+        }
+    };
+    let from_attr = info_from_attrs(&root.attrs().map_err(|e| h5err(h5, e))?, h5)?;
+    match (from_meta, from_attr) {
+        (Some(m), Some(a)) if m != a => {
+            return Err(OfflineError::corrupt(
+                meta_path,
+                format!("`{INFO_ATTR}` differs from the root attribute `{INFO_ATTR}` of {}", path_str(h5)),
+            ))
+        }
+        (Some(i), _) | (None, Some(i)) => return Ok(i),
+        (None, None) => {}
     }
     let id = meta.get("dataset_id").and_then(|v| v.as_str()).unwrap_or_default().to_owned();
     let env = meta
@@ -885,7 +905,8 @@ pub const MINARI_VERSION: &str = "0.5.4";
 /// dataset (`dataset_id` = `info.name`), its size, `Box` spaces (bounds from
 /// `info.extra["observation_low"/"observation_high"/"action_low"/"action_high"]`, infinite
 /// when absent), `ref_min_score`/`ref_max_score` when set, and the full [`DatasetInfo`]
-/// under `frugal_rl_info`. `minari.MinariDataset(dir + "/data")` reads it.
+/// under `frugal_rl_info` (also a root attribute of `main_data.hdf5`, which
+/// [`read_minari`] compares with it). `minari.MinariDataset(dir + "/data")` reads it.
 ///
 /// # Errors
 /// [`OfflineError::NotEpisodic`] when transitions do not chain inside an episode (Minari
@@ -922,6 +943,7 @@ pub fn write_minari(dataset: &Dataset, dir: impl AsRef<Path>) -> Result<()> {
         g.create_dataset("truncations").with_enum_u8_data(bool_type()?, &trunc).with_shape(&[n as u64]);
         b.add_group(g.finish());
     }
+    b.set_attr(INFO_ATTR, AttrValue::String(serde_json::to_string(info)?));
     let data = dir.join("data");
     std::fs::create_dir_all(&data)?;
     let bytes = b.finish().map_err(|e| h5err(&data, e))?;

@@ -32,7 +32,8 @@
 //! makes an undetected random corruption impossible in practice. It detects corruption, not
 //! tampering: whoever edits a file can recompute the hash, and such a file still has to pass
 //! every check below. Files written before the hash existed (no `content_sha256`) still
-//! load, unverified ([`LoadReport::content_sha256`] is `None`).
+//! load, unverified ([`LoadReport::content_sha256`] is `None`); a metadata key other than
+//! these four is an error, so a damaged `content_sha256` key cannot pass for such a file.
 //!
 //! **Untrusted files.** The reader charges the file (read whole) and each decoded column
 //! against [`NativeReadOptions::budget`] before allocating; declared shapes cannot exceed the
@@ -58,6 +59,8 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The metadata key of the content hash.
 pub const HASH_KEY: &str = "content_sha256";
 const HASH_DOMAIN: &[u8] = b"frugal-rl.offline-dataset.sha256.v1";
+/// Every metadata key of the format; another one is an error.
+const METADATA_KEYS: [&str; 4] = ["format", "format_version", "info", HASH_KEY];
 
 /// Options of [`read_native`].
 ///
@@ -230,13 +233,13 @@ fn read_flags(st: &SafeTensors<'_>, path: &Path, key: &str, rows: usize, charge:
 }
 
 /// Reads a file written by [`write_native`], checking the file size against the budget, the
-/// format tag and version, the content hash (when the file has one, see the module docs),
+/// format tag and version, that the metadata holds no other key, the content hash (when the file has one, see the module docs),
 /// every column's presence, dtype, rank and length, widths of at least 1, finiteness and
 /// 0/1 flags.
 ///
 /// # Errors
-/// [`OfflineError::Corrupt`] for a file that is not safetensors, carries another format or
-/// does not match its content hash; [`OfflineError::MissingKey`], [`OfflineError::Length`],
+/// [`OfflineError::Corrupt`] for a file that is not safetensors, carries another format or an
+/// unknown metadata key, or does not match its content hash; [`OfflineError::MissingKey`], [`OfflineError::Length`],
 /// [`OfflineError::Shape`], [`OfflineError::NonFinite`], [`OfflineError::InvalidFlag`],
 /// [`OfflineError::Unsupported`] (another dtype or a newer `format_version`); a file or
 /// column beyond [`NativeReadOptions::budget`] ([`rl_core::RlCoreError::TooLarge`] in
@@ -251,6 +254,15 @@ pub fn read_native(path: impl AsRef<Path>, options: &NativeReadOptions) -> Resul
     let meta = header.metadata().clone().unwrap_or_default();
     if meta.get("format").map(String::as_str) != Some(FORMAT) {
         return Err(OfflineError::corrupt(path, format!("not a {FORMAT} file (format = {:?})", meta.get("format"))));
+    }
+    // no other key: a damaged `content_sha256` key must not pass as a file without a hash
+    let mut unknown: Vec<&String> = meta.keys().filter(|k| !METADATA_KEYS.contains(&k.as_str())).collect();
+    unknown.sort();
+    if let Some(k) = unknown.first() {
+        return Err(OfflineError::corrupt(
+            path,
+            format!("unknown metadata key {k:?} (this format has {METADATA_KEYS:?})"),
+        ));
     }
     let version: u32 = meta
         .get("format_version")
