@@ -355,9 +355,17 @@ impl TickAuction {
         if n_a == 0 {
             return Err(AigbError::Empty { what: "bidders of the auction".into() });
         }
-        check_len("bids", bids.len(), n * n_a)?;
-        check_len("pvalues", traffic.pvalues.len(), n * n_a)?;
-        check_len("sigmas", traffic.sigmas.len(), n * n_a)?;
+        if n_a > crate::sim::MAX_ADVERTISERS {
+            return Err(AigbError::invalid("advertisers", n_a, format!("at most {}", crate::sim::MAX_ADVERTISERS)));
+        }
+        let cells = n.checked_mul(n_a).ok_or_else(|| AigbError::Shape {
+            what: "impressions × advertisers".into(),
+            expected: "a product that fits in usize".into(),
+            got: format!("{n} × {n_a}"),
+        })?;
+        check_len("bids", bids.len(), cells)?;
+        check_len("pvalues", traffic.pvalues.len(), cells)?;
+        check_len("sigmas", traffic.sigmas.len(), cells)?;
         check_len("value bounds", bounds.len(), n_a)?;
         let k = params.slots();
         let r = k + 1;
@@ -668,6 +676,9 @@ mod tests {
         assert!(matches!(au.run(&p, &t, &[0.1; 3], &bnd, 0), Err(AigbError::Shape { .. })));
         let empty = TickTraffic { tick: 0, num_pv: 0, num_advertisers: 2, pvalues: vec![], sigmas: vec![] };
         assert!(matches!(au.run(&p, &empty, &[], &bnd, 0), Err(AigbError::Empty { .. })));
+        // public fields: sizes whose product overflows are a shape error, not a panic
+        let absurd = TickTraffic { num_pv: usize::MAX / 2, num_advertisers: 3, ..t.clone() };
+        assert!(matches!(au.run(&p, &absurd, &[], &bnd, 0), Err(AigbError::Shape { .. })));
         assert!(AuctionParams::default().exposure(vec![]).check().is_err());
         assert!(AuctionParams::default().exposure(vec![1.2]).check().is_err());
         assert!(AuctionParams::default().reserve_price(f64::NAN).check().is_err());

@@ -5,9 +5,13 @@
 //! the tick).
 //!
 //! Files are CSV with a first line `# aigb-trajectories v1 <json metadata>`, then a header, then
-//! one row per step. Reading validates everything (header, field counts, numbers, finiteness,
-//! contiguous ticks from 0, constant budget/CPA per trajectory, 0/1 flags) and fails with
-//! [`AigbError::Corrupt`] naming the line; nothing is skipped.
+//! one row per step. Reading treats the file as untrusted: it validates every row on its own,
+//! against the metadata (periods, advertisers with budget/CPA/category, ticks) and against the
+//! other rows (contiguous ticks from 0, no duplicate row or trajectory, constant advertiser
+//! fields, consistent remaining budgets and `num_pv`), and fails with [`AigbError::Corrupt`]
+//! naming the line and column; nothing is skipped. Sizes (line lengths, declared and read steps)
+//! are checked against a [`MemoryBudget`] before allocating
+//! ([`TrajectoryDataset::load_within`] lists every check).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;

@@ -104,7 +104,7 @@ impl MlpPolicy {
             });
         }
         for (i, l) in self.layers.iter().enumerate() {
-            if l.input != width || l.weight.len() != l.input * l.output || l.bias.len() != l.output {
+            if l.input != width || l.input.checked_mul(l.output) != Some(l.weight.len()) || l.bias.len() != l.output {
                 return Err(AigbError::Shape {
                     what: format!("layers[{i}]"),
                     expected: format!("input {width}, weight {}x{}, bias {}", l.output, l.input, l.output),

@@ -553,12 +553,18 @@ pub struct TickTraffic {
 impl TickTraffic {
     /// Advertiser `a`'s pValues (empty for an unknown advertiser).
     pub fn pvalues_of(&self, a: usize) -> &[f32] {
-        self.pvalues.get(a * self.num_pv..(a + 1) * self.num_pv).unwrap_or(&[])
+        self.range_of(a).and_then(|r| self.pvalues.get(r)).unwrap_or(&[])
     }
 
     /// Advertiser `a`'s sigmas (empty for an unknown advertiser).
     pub fn sigmas_of(&self, a: usize) -> &[f32] {
-        self.sigmas.get(a * self.num_pv..(a + 1) * self.num_pv).unwrap_or(&[])
+        self.range_of(a).and_then(|r| self.sigmas.get(r)).unwrap_or(&[])
+    }
+
+    /// Advertiser `a`'s range in the advertiser-major buffers (`None` on overflow).
+    fn range_of(&self, a: usize) -> Option<std::ops::Range<usize>> {
+        let start = a.checked_mul(self.num_pv)?;
+        Some(start..start.checked_add(self.num_pv)?)
     }
 
     /// Builds a tick from explicit values (tests, replays of logged traffic).
@@ -691,5 +697,8 @@ mod tests {
         assert!(TickTraffic::from_values(0, 2, vec![0.1, 2.0], vec![0.0, 0.0]).is_err());
         assert!(TickTraffic::from_values(0, 2, vec![0.1, f32::NAN], vec![0.0, 0.0]).is_err());
         assert!(TickTraffic::from_values(0, 0, vec![], vec![]).is_err());
+        // public fields: an absurd impression count reads as empty, not an overflow
+        let t = TickTraffic { num_pv: usize::MAX / 2, ..TickTraffic::default() };
+        assert!(t.pvalues_of(3).is_empty() && t.sigmas_of(3).is_empty());
     }
 }

@@ -278,3 +278,16 @@ fn the_csv_reader_refuses_contradictions_and_sizes_beyond_its_budget() {
         matches!(TrajectoryDataset::load(&p), Err(AigbError::Corrupt { reason, .. }) if reason.contains("advertisers[2].category"))
     );
 }
+
+#[test]
+fn a_policy_with_absurd_layer_sizes_is_a_shape_error() {
+    // `input · output` overflowed (a panic in debug builds) on a deserialised policy
+    let json = format!(
+        r#"{{"norm": {{"mean": {m:?}, "std": {m:?}}}, "layers": [{{"input": 16, "output": {big}, "weight": [], "bias": []}}],
+            "cpa_relative": false, "name": "x"}}"#,
+        m = vec![0.0f32; 16],
+        big = usize::MAX / 4
+    );
+    let p: MlpPolicy = serde_json::from_str(&json).unwrap();
+    assert!(matches!(p.validate(), Err(AigbError::Shape { what, .. }) if what == "layers[0]"));
+}
