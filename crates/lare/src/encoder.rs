@@ -155,31 +155,44 @@ pub trait LatentEncoder: Send + Sync + std::fmt::Debug {
         act: ArrayView2<'_, f32>,
         next_obs: ArrayView2<'_, f32>,
     ) -> Result<Array2<f32>> {
-        let b = obs.nrows();
-        check_len("actions rows", b, act.nrows())?;
-        check_len("next_obs rows", b, next_obs.nrows())?;
-        let d = self.dim();
-        let mut out = Array2::<f32>::zeros((b, d));
-        let mut o = vec![0.0f32; obs.ncols()];
-        let mut a = vec![0.0f32; act.ncols()];
-        let mut n = vec![0.0f32; next_obs.ncols()];
-        for i in 0..b {
-            o.iter_mut().zip(obs.row(i)).for_each(|(x, y)| *x = *y);
-            a.iter_mut().zip(act.row(i)).for_each(|(x, y)| *x = *y);
-            n.iter_mut().zip(next_obs.row(i)).for_each(|(x, y)| *x = *y);
-            let src = if self.state_source() == StateSource::Next { &n } else { &o };
-            let mut row = vec![0.0f32; d];
-            self.encode(src, &a, &n, &mut row).map_err(|e| match e {
-                LareError::Script { kind, message } => {
-                    LareError::Script { kind, message: format!("row {i}: {message}") }
-                }
-                other => other,
-            })?;
-            check_finite(&format!("factors of row {i}"), row.iter().copied())?;
-            out.row_mut(i).assign(&ndarray::ArrayView1::from(&row));
-        }
-        Ok(out)
+        encode_rows(self, obs, act, next_obs)
     }
+}
+
+/// The row-by-row body of [`LatentEncoder::encode_batch`] (its default, and what
+/// [`crate::ScriptEncoder`] runs inside its per-batch budget).
+pub(crate) fn encode_rows<E: LatentEncoder + ?Sized>(
+    enc: &E,
+    obs: ArrayView2<'_, f32>,
+    act: ArrayView2<'_, f32>,
+    next_obs: ArrayView2<'_, f32>,
+) -> Result<Array2<f32>> {
+    let b = obs.nrows();
+    check_len("actions rows", b, act.nrows())?;
+    check_len("next_obs rows", b, next_obs.nrows())?;
+    let d = enc.dim();
+    let mut out = Array2::<f32>::zeros((b, d));
+    let mut o = vec![0.0f32; obs.ncols()];
+    let mut a = vec![0.0f32; act.ncols()];
+    let mut n = vec![0.0f32; next_obs.ncols()];
+    let mut row = vec![0.0f32; d];
+    for i in 0..b {
+        o.iter_mut().zip(obs.row(i)).for_each(|(x, y)| *x = *y);
+        a.iter_mut().zip(act.row(i)).for_each(|(x, y)| *x = *y);
+        n.iter_mut().zip(next_obs.row(i)).for_each(|(x, y)| *x = *y);
+        let src = if enc.state_source() == StateSource::Next { &n } else { &o };
+        row.fill(0.0);
+        enc.encode(src, &a, &n, &mut row).map_err(|e| match e {
+            LareError::Script { kind, message } => LareError::Script { kind, message: format!("row {i}: {message}") },
+            LareError::NonFinite { what, index, value } => {
+                LareError::NonFinite { what: format!("{what} of row {i}"), index, value }
+            }
+            other => other,
+        })?;
+        check_finite(&format!("factors of row {i}"), row.iter().copied())?;
+        out.row_mut(i).assign(&ndarray::ArrayView1::from(&row[..]));
+    }
+    Ok(out)
 }
 
 /// The raw features of the RD/RRD baselines.

@@ -2,6 +2,63 @@
 
 use rl_core::RlCoreError;
 
+/// A limit of the script sandbox (a field of [`crate::SandboxLimits`]), as named in
+/// [`ScriptErrorKind::Limit`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum SandboxLimit {
+    /// `max_source_bytes`: bytes of script source.
+    MaxSourceBytes,
+    /// `max_compile_ms`: wall-clock time to compile the source.
+    MaxCompileMs,
+    /// `max_operations`: operations of one call.
+    MaxOperations,
+    /// `max_wall_ms`: wall-clock time of one call.
+    MaxWallMs,
+    /// `max_batch_operations`: operations of all the calls of one `encode_batch`.
+    MaxBatchOperations,
+    /// `max_batch_wall_ms`: wall-clock time of one `encode_batch`.
+    MaxBatchWallMs,
+    /// `max_array_size`: elements of one array (nested arrays and maps included).
+    MaxArraySize,
+    /// `max_string_size`: bytes of one string (or of all strings inside one array or map).
+    MaxStringSize,
+    /// `max_map_size`: entries of one map (nested maps included).
+    MaxMapSize,
+    /// `max_call_levels`: function-call depth.
+    MaxCallLevels,
+    /// `max_expr_depth`: expression nesting, checked when compiling.
+    MaxExprDepth,
+    /// `max_stack_bytes`: native stack a call may use (deeply nested data, recursion).
+    MaxStackBytes,
+}
+
+impl SandboxLimit {
+    /// The field of [`crate::SandboxLimits`] that sets this limit.
+    pub fn name(self) -> &'static str {
+        match self {
+            SandboxLimit::MaxSourceBytes => "max_source_bytes",
+            SandboxLimit::MaxCompileMs => "max_compile_ms",
+            SandboxLimit::MaxOperations => "max_operations",
+            SandboxLimit::MaxWallMs => "max_wall_ms",
+            SandboxLimit::MaxBatchOperations => "max_batch_operations",
+            SandboxLimit::MaxBatchWallMs => "max_batch_wall_ms",
+            SandboxLimit::MaxArraySize => "max_array_size",
+            SandboxLimit::MaxStringSize => "max_string_size",
+            SandboxLimit::MaxMapSize => "max_map_size",
+            SandboxLimit::MaxCallLevels => "max_call_levels",
+            SandboxLimit::MaxExprDepth => "max_expr_depth",
+            SandboxLimit::MaxStackBytes => "max_stack_bytes",
+        }
+    }
+}
+
+impl std::fmt::Display for SandboxLimit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Why a latent-reward script was stopped or rejected ([`LareError::Script`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
@@ -10,15 +67,19 @@ pub enum ScriptErrorKind {
     Compile,
     /// The script has no `evaluation_func(obs, act)` (or `evaluation_func(obs)`).
     MissingFunction,
-    /// The script ran past its operation budget (an endless or too long loop).
-    TooManyOperations,
-    /// The script ran past its wall-clock budget.
-    Timeout,
-    /// The script built an array, string or map beyond the size limit (unbounded allocation).
-    TooLarge,
-    /// The script nested calls or expressions too deeply.
-    TooDeep,
-    /// The script raised a runtime error (unknown variable, type mismatch, index out of range).
+    /// The script (or its source) went past a sandbox limit: an endless or too long loop
+    /// (`max_operations`, `max_wall_ms`), a batch too slow in total (`max_batch_operations`,
+    /// `max_batch_wall_ms`), unbounded allocation (`max_array_size`, `max_string_size`,
+    /// `max_map_size`), runaway recursion or nesting (`max_call_levels`, `max_expr_depth`, `max_stack_bytes`), a
+    /// source too long or too slow to compile (`max_source_bytes`, `max_compile_ms`).
+    Limit {
+        /// Which limit.
+        limit: SandboxLimit,
+        /// Its value in the [`crate::SandboxLimits`] the script ran under.
+        value: u64,
+    },
+    /// The script raised a runtime error (unknown variable or function, type mismatch, index
+    /// out of range, an error thrown in a `sort` comparator).
     Runtime,
     /// The script returned something other than an array of numbers.
     BadOutput,
@@ -26,17 +87,13 @@ pub enum ScriptErrorKind {
 
 impl std::fmt::Display for ScriptErrorKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let s = match self {
-            ScriptErrorKind::Compile => "compile error",
-            ScriptErrorKind::MissingFunction => "missing function",
-            ScriptErrorKind::TooManyOperations => "operation limit exceeded",
-            ScriptErrorKind::Timeout => "time limit exceeded",
-            ScriptErrorKind::TooLarge => "memory limit exceeded",
-            ScriptErrorKind::TooDeep => "nesting limit exceeded",
-            ScriptErrorKind::Runtime => "runtime error",
-            ScriptErrorKind::BadOutput => "bad output",
-        };
-        f.write_str(s)
+        match self {
+            ScriptErrorKind::Compile => f.write_str("compile error"),
+            ScriptErrorKind::MissingFunction => f.write_str("missing function"),
+            ScriptErrorKind::Limit { limit, value } => write!(f, "limit `{limit}` = {value} exceeded"),
+            ScriptErrorKind::Runtime => f.write_str("runtime error"),
+            ScriptErrorKind::BadOutput => f.write_str("bad output"),
+        }
     }
 }
 
@@ -211,7 +268,8 @@ mod tests {
         let e = check_finite("obs", [1.0, f32::NAN]).unwrap_err();
         assert!(matches!(e, LareError::NonFinite { index: 1, .. }), "{e}");
         assert!(check_len("act", 2, 3).unwrap_err().to_string().contains("expected [2], got [3]"));
-        let e = LareError::script(ScriptErrorKind::TooManyOperations, "loop");
-        assert_eq!(e.to_string(), "script operation limit exceeded: loop");
+        let kind = ScriptErrorKind::Limit { limit: SandboxLimit::MaxOperations, value: 200_000 };
+        let e = LareError::script(kind, "loop");
+        assert_eq!(e.to_string(), "script limit `max_operations` = 200000 exceeded: loop");
     }
 }

@@ -68,7 +68,7 @@ pub use credit::{AgentCreditDecoder, CreditParams, MultiEpisode, MultiEpisodeBuf
 pub use decoder::{DecoderParams, DecompositionLoss, RewardDecoder};
 pub use encoder::{Field, LatentEncoder, Layout, NativeEncoder, RawEncoder, RawFeatures, StateSource};
 pub use episode::{Episode, EpisodeBuffer, EpisodeBuilder, StepBatch, StoredEpisode};
-pub use error::{LareError, Result, ScriptErrorKind};
+pub use error::{LareError, Result, SandboxLimit, ScriptErrorKind};
 pub use redistribute::{
     store_episode, Decomposition, DenseOracle, DirectReward, EpisodicBaseline, Ircr, IrcrParams, RewardRedistributor,
 };

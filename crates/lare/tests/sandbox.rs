@@ -9,7 +9,11 @@
 use std::time::{Duration, Instant};
 
 use lare::llm::tasks;
-use lare::{LareError, LatentEncoder, Layout, SandboxLimits, ScriptEncoder, ScriptErrorKind, ScriptSpec, StateSource};
+use lare::{
+    LareError, LatentEncoder, Layout, SandboxLimit, SandboxLimits, ScriptEncoder, ScriptErrorKind, ScriptSpec,
+    StateSource,
+};
+use ndarray::Array2;
 use rand::Rng;
 use rl_core::Params;
 
@@ -106,6 +110,14 @@ fn collect_functions(v: &serde_json::Value, out: &mut Vec<String>) {
     }
 }
 
+/// An error's class as the golden file records it (`limit:<name>` for a sandbox limit).
+fn class(kind: &ScriptErrorKind) -> String {
+    match kind {
+        ScriptErrorKind::Limit { limit, .. } => format!("limit:{limit}"),
+        other => format!("{other:?}"),
+    }
+}
+
 fn task_interface(task: &str) -> (Layout, usize, StateSource) {
     let p = match task {
         "simple_spread" => tasks::simple_spread(3).unwrap(),
@@ -128,14 +140,14 @@ fn run(task: &str, src: &str) -> serde_json::Value {
     let spec = ScriptSpec { source: src.into(), obs_layout: layout, act_dim, n_factors: 1, state_source: source };
     let enc = match ScriptEncoder::new(spec, SandboxLimits::default().check().unwrap()) {
         Ok(e) => e,
-        Err(LareError::Script { kind, .. }) => return serde_json::json!({ "compile_error": format!("{kind:?}") }),
+        Err(LareError::Script { kind, .. }) => return serde_json::json!({ "compile_error": class(&kind) }),
         Err(e) => panic!("{e}"),
     };
     let rows: Vec<serde_json::Value> = states
         .iter()
         .map(|(o, a)| match enc.call(o, a) {
             Ok(f) => serde_json::json!(f.iter().map(|x| x.to_bits()).collect::<Vec<u32>>()),
-            Err(LareError::Script { kind, .. }) => serde_json::json!(format!("{kind:?}")),
+            Err(LareError::Script { kind, .. }) => serde_json::json!(class(&kind)),
             Err(e) => panic!("{e}"),
         })
         .collect();
@@ -158,4 +170,114 @@ fn committed_scripts_give_the_recorded_factors() {
     }
     // the library script really ran (not an error on every state)
     assert!(got["library_numeric"][0].is_array(), "{}", got["library_numeric"]);
+}
+
+fn encoder(src: &str, limits: SandboxLimits) -> lare::Result<ScriptEncoder> {
+    let spec = ScriptSpec {
+        source: src.into(),
+        obs_layout: Layout::new().scalar("x", ""),
+        act_dim: 1,
+        n_factors: 1,
+        state_source: StateSource::Current,
+    };
+    ScriptEncoder::new(spec, limits.check().unwrap())
+}
+
+fn script_error(r: lare::Result<Vec<f32>>) -> (ScriptErrorKind, String) {
+    match r {
+        Err(LareError::Script { kind, message }) => (kind, message),
+        other => panic!("expected a script error, got {other:?}"),
+    }
+}
+
+#[test]
+fn sleep_and_clocks_are_not_callable() {
+    for f in ["sleep(5)", "sleep(0.02)", "timestamp()"] {
+        let src = format!("fn evaluation_func(obs, act) {{ {f}; [1.0] }}");
+        let enc = encoder(&src, SandboxLimits::default()).unwrap();
+        let t = Instant::now();
+        let (kind, message) = script_error(enc.call(&[0.0], &[0.0]));
+        assert_eq!(kind, ScriptErrorKind::Runtime, "{f}");
+        assert!(message.contains("Function not found"), "{f}: {message}");
+        assert!(t.elapsed() < Duration::from_secs(2), "{f}: {:?}", t.elapsed());
+    }
+}
+
+/// The slowest built-in left (a scan of a full 10 000-element array, whose element comparisons
+/// are not operations of their own) in a loop: the call ends within 2x its wall limit.
+#[test]
+fn a_loop_of_the_slowest_builtin_ends_within_twice_the_wall_limit() {
+    let src = "fn evaluation_func(obs, act) { let a = []; a.pad(10000, 1.5); let n = 0;
+               loop { if a.contains(2.0) { n += 1; } } [n] }";
+    let wall_ms = 300;
+    let enc = encoder(src, SandboxLimits::default().max_operations(u64::MAX).max_wall_ms(wall_ms)).unwrap();
+    let t = Instant::now();
+    let (kind, _) = script_error(enc.call(&[0.0], &[0.0]));
+    let took = t.elapsed();
+    assert_eq!(kind, ScriptErrorKind::Limit { limit: SandboxLimit::MaxWallMs, value: wall_ms });
+    assert!(took >= Duration::from_millis(wall_ms), "{took:?}");
+    assert!(took < Duration::from_millis(2 * wall_ms), "{took:?}");
+}
+
+#[test]
+fn encode_batch_has_one_budget_for_all_its_rows() {
+    // each row spends ~1 000 operations: 100 rows fit in 200 000, not in 50 000
+    let src = "fn evaluation_func(obs, act) { let s = 0; for i in 0..300 { s += i; } [s + obs.x] }";
+    let rows = Array2::<f32>::zeros((100, 1));
+    let ok = encoder(src, SandboxLimits::default()).unwrap();
+    assert_eq!(ok.encode_batch(rows.view(), rows.view(), rows.view()).unwrap().nrows(), 100);
+    let tight = encoder(src, SandboxLimits::default().max_batch_operations(50_000)).unwrap();
+    let e = tight.encode_batch(rows.view(), rows.view(), rows.view()).unwrap_err();
+    let LareError::Script { kind, message } = e else { panic!("{e}") };
+    assert_eq!(kind, ScriptErrorKind::Limit { limit: SandboxLimit::MaxBatchOperations, value: 50_000 });
+    assert!(message.starts_with("row "), "{message}");
+    // every row well inside max_wall_ms, the batch past max_batch_wall_ms
+    let slow = "fn evaluation_func(obs, act) { let s = 0; for i in 0..20000 { s += i; } [s] }";
+    let limits = SandboxLimits::default().max_operations(u64::MAX).max_batch_wall_ms(50);
+    let enc = encoder(slow, limits).unwrap();
+    let rows = Array2::<f32>::zeros((100_000, 1));
+    let t = Instant::now();
+    let e = enc.encode_batch(rows.view(), rows.view(), rows.view()).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    assert!(
+        matches!(
+            e,
+            LareError::Script { kind: ScriptErrorKind::Limit { limit: SandboxLimit::MaxBatchWallMs, value: 50 }, .. }
+        ),
+        "{e}"
+    );
+    // after a batch, single calls have no batch budget left over
+    assert_eq!(tight.call(&[1.0], &[0.0]).unwrap().len(), 1);
+}
+
+#[test]
+fn non_finite_factors_are_errors_from_call_encode_and_encode_batch() {
+    let enc = encoder("fn evaluation_func(obs, act) { [1.0 / obs.x] }", SandboxLimits::default()).unwrap();
+    assert!(matches!(enc.call(&[0.0], &[0.0]), Err(LareError::NonFinite { index: 0, .. })));
+    let mut out = [0.0f32];
+    assert!(matches!(enc.encode(&[0.0], &[0.0], &[0.0], &mut out), Err(LareError::NonFinite { index: 0, .. })));
+    let rows = ndarray::array![[1.0f32], [0.0]];
+    let e = enc.encode_batch(rows.view(), rows.view(), rows.view()).unwrap_err();
+    assert!(matches!(&e, LareError::NonFinite { index: 0, what, .. } if what.contains("row 1")), "{e}");
+}
+
+#[test]
+fn huge_source_and_deep_nesting_are_refused() {
+    let src = format!("fn evaluation_func(obs, act) {{ [1.0] }} // {}", "x".repeat(1 << 20));
+    let t = Instant::now();
+    let e = encoder(&src, SandboxLimits::default()).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(1));
+    assert!(
+        matches!(e, LareError::Script { kind: ScriptErrorKind::Limit { limit: SandboxLimit::MaxSourceBytes, .. }, .. }),
+        "{e}"
+    );
+    let deep = format!("fn evaluation_func(obs, act) {{ [{}1.0{}] }}", "-(".repeat(500), ")".repeat(500));
+    let e = encoder(&deep, SandboxLimits::default()).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            LareError::Script { kind: ScriptErrorKind::Limit { limit: SandboxLimit::MaxExprDepth, value: 64 }, .. }
+        ),
+        "{e}"
+    );
 }
