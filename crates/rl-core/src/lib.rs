@@ -14,6 +14,7 @@
 //! - [`seed`]: reproducible, serialisable generators and derived streams.
 //! - [`stats`]: running mean/std, quantiles, CVaR, Pearson/Spearman.
 //! - [`MemoryBudget`]: the size limit every reader of untrusted input checks before allocating.
+//! - [`de`]: config deserialisation that drops no key and names every error by its dotted path.
 //! - [`RlCoreError`]: the one error type; nothing here panics on caller input.
 //!
 //! ```
@@ -29,6 +30,7 @@
 
 pub mod batch;
 pub mod budget;
+pub mod de;
 pub mod env;
 pub mod episode;
 pub mod error;
