@@ -325,8 +325,9 @@ pub struct Ircr {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct IrcrState {
     params: IrcrParams,
-    r_min: f32,
-    r_max: f32,
+    /// `(min R/T, max R/T)` over the buffer; `None` before the first episode (JSON has no
+    /// infinities, and the initial range is `(+inf, -inf)`).
+    range: Option<(f32, f32)>,
     heap_serials: Vec<u64>,
     heap: crate::episode::EpisodeBufferState,
 }
@@ -418,8 +419,7 @@ impl RewardRedistributor for Ircr {
         }
         let state = IrcrState {
             params: self.params.get().clone(),
-            r_min: self.r_min,
-            r_max: self.r_max,
+            range: (self.r_min.is_finite() && self.r_max.is_finite()).then_some((self.r_min, self.r_max)),
             heap_serials: self.heap.iter().map(|e| e.serial).collect(),
             heap: heap.state(),
         };
@@ -441,8 +441,11 @@ impl RewardRedistributor for Ircr {
             .zip(&ck.state.heap_serials)
             .map(|(e, &s)| StoredEpisode { serial: s, ..e.clone() })
             .collect();
-        self.r_min = ck.state.r_min;
-        self.r_max = ck.state.r_max;
+        (self.r_min, self.r_max) = match ck.state.range {
+            Some((lo, hi)) if lo.is_finite() && hi.is_finite() && lo <= hi => (lo, hi),
+            Some(_) => return Err(LareError::Corrupt { path, reason: "IRCR range is not a finite min <= max".into() }),
+            None => (f32::INFINITY, f32::NEG_INFINITY),
+        };
         Ok(())
     }
 }
@@ -504,6 +507,18 @@ mod tests {
         let (mut r1, mut r2) = (rl_core::rng_from_seed(5), rl_core::rng_from_seed(5));
         assert_eq!(m.sample(&buf, 20, &mut r1).unwrap(), back.sample(&buf, 20, &mut r2).unwrap());
         assert!(IrcrParams::default().heap_fraction(1.5).check().is_err());
+    }
+
+    #[test]
+    fn ircr_saved_before_its_first_episode_loads() {
+        // the initial range is (+inf, -inf), which JSON cannot hold: it is saved as "no range yet"
+        let m = Ircr::new(IrcrParams::default().check().unwrap());
+        let dir = tempfile::tempdir().unwrap();
+        m.save(dir.path()).unwrap();
+        let mut back = Ircr::new(IrcrParams::default().check().unwrap());
+        back.load(dir.path()).unwrap();
+        assert_eq!(back.range(), (f32::INFINITY, f32::NEG_INFINITY));
+        assert!(back.heap_returns().is_empty());
     }
 
     #[test]
