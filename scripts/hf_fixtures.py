@@ -20,7 +20,8 @@ Writes `crates/rl-hf/tests/fixtures/<name>/` for each variant: the model directo
 (see `crates/rl-hf/tests/save.rs`, `RL_HF_KEEP_SAVED`) in transformers and prints their max
 abs logit difference to the reference.
 
-For `qwen2_tied`, `qwen3` and `llama3` also `grad.safetensors` (see `gradients`).
+`tokenizer/`: a locally trained byte-level BPE with a chat template and reference encodings
+(see `tokenizer_fixture`). For `qwen2_tied`, `qwen3` and `llama3` also `grad.safetensors` (see `gradients`).
 
 No hub access: every model is built from a config and random weights (seeded).
 """
@@ -143,6 +144,80 @@ def gradients(model, path, start=4):
     model.zero_grad()
 
 
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
+
+def tokenizer_fixture():
+    """`tokenizer/`: a byte-level BPE (vocab 320) trained here on a synthetic corpus, saved by
+    `PreTrainedTokenizerFast.save_pretrained` (tokenizer.json, tokenizer_config.json with a
+    ChatML-style chat template), and `reference.json` with encodings/decodings of fixture
+    strings and one rendered chat."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    path = os.path.join(OUT, "tokenizer")
+    shutil.rmtree(path, ignore_errors=True)
+    g = torch.Generator().manual_seed(7)
+    words = "the a of to and is in that it for on with as by this we be are step think answer so then".split()
+    corpus = []
+    for i in range(400):
+        a, b = (int(x) for x in torch.randint(0, 100, (2,), generator=g))
+        picks = [words[int(j)] for j in torch.randint(0, len(words), (6,), generator=g)]
+        corpus.append(f"{a}+{b}={a + b}. " + " ".join(picks) + ("!" if i % 3 == 0 else "."))
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=320,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(corpus, trainer)
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.chat_template = CHAT_TEMPLATE
+    fast.save_pretrained(path)
+    texts = [
+        "12+30=42. think step by step!",
+        "The answer is 7.",
+        "  leading spaces\nnew line\ttab",
+        "ünïcödé ✓ 数学 🙂",
+        "<|im_start|>user\nwhat is 2+2?<|im_end|>",
+        "",
+    ]
+    cases = []
+    for t in texts:
+        ids = fast.encode(t, add_special_tokens=False)
+        cases.append(
+            {
+                "text": t,
+                "ids": ids,
+                "decoded": fast.decode(ids, skip_special_tokens=False),
+                "decoded_skip_special": fast.decode(ids, skip_special_tokens=True),
+            }
+        )
+    messages = [
+        {"role": "system", "content": "You are a careful solver."},
+        {"role": "user", "content": "What is 12+30?"},
+    ]
+    rendered = fast.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    ref = {
+        "vocab_size": len(fast),
+        "special_tokens": {t: fast.convert_tokens_to_ids(t) for t in specials},
+        "cases": cases,
+        "chat": {"messages": messages, "add_generation_prompt": True, "rendered": rendered},
+    }
+    with open(os.path.join(path, "reference.json"), "w") as f:
+        json.dump(ref, f, indent=1, ensure_ascii=False)
+    return {"vocab_size": len(fast)}
+
+
 def save(model, name, **kw):
     path = os.path.join(OUT, name)
     shutil.rmtree(path, ignore_errors=True)
@@ -246,6 +321,8 @@ def main():
     with open(os.path.join(p, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2, sort_keys=True)
     done("llama3_v4", m, p)
+
+    report["tokenizer"] = tokenizer_fixture()
 
     json.dump(
         {"torch": torch.__version__, "transformers": transformers.__version__, "fixtures": report},

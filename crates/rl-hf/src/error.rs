@@ -129,6 +129,12 @@ pub enum HfError {
         /// The model's vocabulary size.
         vocab_size: i64,
     },
+    /// The tokenizer failed on an input (encode or decode).
+    #[error("tokenizer: {reason}")]
+    Tokenizer {
+        /// The tokenizer's message.
+        reason: String,
+    },
     /// An error from `rl-nn` (devices).
     #[error(transparent)]
     Nn(#[from] rl_nn::RlNnError),

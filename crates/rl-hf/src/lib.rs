@@ -41,10 +41,12 @@ pub mod config;
 pub mod error;
 pub mod logprob;
 pub mod model;
+pub mod tokenizer;
 pub mod weights;
 
 pub use config::{Family, HfConfig, Rope, CONFIG_FILE};
 pub use error::{HfError, Result};
 pub use logprob::{LogProbParams, TokenLogProbs};
 pub use model::{left_pad, HfDtype, HfModel, KvCache, SaveParams};
+pub use tokenizer::{HfTokenizer, CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE};
 pub use weights::{INDEX_FILE, WEIGHTS_FILE};
