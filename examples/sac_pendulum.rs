@@ -7,9 +7,9 @@
 //! cargo run --features rl-agents --example sac_pendulum -- --steps 600 --random-steps 200 --hidden 32  # CI size
 //! ```
 //!
-//! Writes `OUT/seed{k}/metrics.jsonl` (JSONL metrics), `OUT/seed{k}/checkpoint/` (agent, replay
-//! buffer and environment state at the end), `OUT/curves.svg` (evaluation return of every seed)
-//! and `OUT/summary.json`. Evaluation: 10 deterministic episodes, gymnasium seeds 1000..1009.
+//! Writes `OUT/seed{k}/metrics.jsonl` (JSONL metrics), `OUT/seed{k}/checkpoint/` (one checkpoint
+//! unit, `rl_agents::save_run`: agent, replay buffer and trainer state at the end),
+//! `OUT/curves.svg` (evaluation return of every seed) and `OUT/summary.json`. Evaluation: 10 deterministic episodes, gymnasium seeds 1000..1009.
 #[path = "support/agents.rs"]
 mod support;
 
