@@ -9,7 +9,8 @@
 //!
 //! Writes `OUT/seed{k}/metrics.jsonl` (JSONL metrics), `OUT/seed{k}/checkpoint/` (one checkpoint
 //! unit, `rl_agents::save_run`: agent, replay buffer and trainer state at the end),
-//! `OUT/curves.svg` (evaluation return of every seed) and `OUT/summary.json`. Evaluation: 10 deterministic episodes, gymnasium seeds 1000..1009.
+//! `OUT/curves.svg` (evaluation return of every seed) and `OUT/summary.json`. Evaluation: 10
+//! deterministic episodes, gymnasium seeds 1000..1009.
 #[path = "support/agents.rs"]
 mod support;
 
