@@ -135,6 +135,13 @@ pub enum HfError {
         /// The tokenizer's message.
         reason: String,
     },
+    /// The chat template is absent, does not compile, or failed while rendering (including a
+    /// template's own `raise_exception(message)`).
+    #[error("chat template: {reason}")]
+    ChatTemplate {
+        /// What failed.
+        reason: String,
+    },
     /// An error from `rl-nn` (devices).
     #[error(transparent)]
     Nn(#[from] rl_nn::RlNnError),

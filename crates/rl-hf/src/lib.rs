@@ -29,8 +29,13 @@
 //! # Ok::<(), rl_hf::HfError>(())
 //! ```
 //!
-//! Not yet here (see `docs/rl-hf.md`): tokenizer and chat template, sampling with behaviour
-//! log-probs, chunked training log-probs, the policy trait shared with `rl-lm`.
+//! - [`HfModel::token_logprobs`]: per-token log-probs (and entropies) with gradient, the LM
+//!   head applied in chunks of positions ([`LogProbParams`]).
+//! - [`HfTokenizer`]: `tokenizer.json`, special tokens, chat template rendering
+//!   ([`HfTokenizer::apply_chat_template`]).
+//!
+//! Not yet here (see `docs/rl-hf.md`): sampling with behaviour log-probs, memory-bounded
+//! (recompute-in-backward) training log-probs, the policy trait shared with `rl-lm`.
 //!
 //! Binaries using this crate need the libtorch `build.rs` wiring described in [`rl_nn`].
 #![deny(missing_docs)]
@@ -48,5 +53,5 @@ pub use config::{Family, HfConfig, Rope, CONFIG_FILE};
 pub use error::{HfError, Result};
 pub use logprob::{LogProbParams, TokenLogProbs};
 pub use model::{left_pad, HfDtype, HfModel, KvCache, SaveParams};
-pub use tokenizer::{HfTokenizer, CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE};
+pub use tokenizer::{ChatMessage, HfTokenizer, CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE};
 pub use weights::{INDEX_FILE, WEIGHTS_FILE};

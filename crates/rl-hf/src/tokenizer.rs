@@ -16,6 +16,23 @@ pub const TOKENIZER_CONFIG_FILE: &str = "tokenizer_config.json";
 /// File name of the chat template as transformers v5 writes it.
 pub const CHAT_TEMPLATE_FILE: &str = "chat_template.jinja";
 
+/// One chat message, serialised as `{"role": ..., "content": ...}` in that order (what
+/// templates index as `message['role']`, `message['content']`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ChatMessage {
+    /// `system`, `user`, `assistant`, ...
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl ChatMessage {
+    /// A message.
+    pub fn new(role: impl Into<String>, content: impl Into<String>) -> Self {
+        Self { role: role.into(), content: content.into() }
+    }
+}
+
 /// A Hugging Face fast tokenizer with its special tokens.
 #[derive(Debug)]
 pub struct HfTokenizer {
@@ -115,10 +132,59 @@ impl HfTokenizer {
         self.pad.as_ref().map(|(t, i)| (t.as_str(), *i))
     }
 
-    /// The chat template's Jinja source, if any (rendering is not implemented yet).
+    /// The chat template's Jinja source, if any.
     #[must_use]
     pub fn chat_template(&self) -> Option<&str> {
         self.chat_template.as_deref()
+    }
+
+    /// Renders the chat template for `messages` (any serialisable list of objects, usually
+    /// `{"role", "content"}`), as transformers' `apply_chat_template(.., tokenize=False)`:
+    /// Jinja with `trim_blocks` and `lstrip_blocks`, loop controls, `tojson`, a
+    /// `raise_exception(message)` function, and `bos_token`, `eos_token`, `pad_token` and
+    /// `add_generation_prompt` in the context. Keys keep their serialisation order in
+    /// `tojson` (as Python's dicts do) — a [`ChatMessage`] writes `role` then `content`; a
+    /// `serde_json::Value` object arrives key-sorted. Python string methods (`.strip()`, ...)
+    /// that some templates call are not available.
+    ///
+    /// # Errors
+    /// [`HfError::ChatTemplate`] without a template, for a template that does not compile or
+    /// fails (a `raise_exception` message is included).
+    pub fn apply_chat_template<M: serde::Serialize>(
+        &self,
+        messages: &[M],
+        add_generation_prompt: bool,
+    ) -> Result<String> {
+        let src = self.chat_template.as_deref().ok_or_else(|| HfError::ChatTemplate {
+            reason: "the tokenizer has no chat_template (tokenizer_config.json or chat_template.jinja)".into(),
+        })?;
+        let err = |e: minijinja::Error| {
+            let mut reason = e.to_string();
+            let mut src_err = std::error::Error::source(&e);
+            while let Some(inner) = src_err {
+                reason.push_str(&format!(": {inner}"));
+                src_err = inner.source();
+            }
+            HfError::ChatTemplate { reason }
+        };
+        let mut env = minijinja::Environment::new();
+        let syntax =
+            minijinja::syntax::SyntaxConfig::builder().trim_blocks(true).lstrip_blocks(true).build().map_err(err)?;
+        env.set_syntax(syntax);
+        env.add_function("raise_exception", |msg: String| -> std::result::Result<String, minijinja::Error> {
+            Err(minijinja::Error::new(minijinja::ErrorKind::InvalidOperation, format!("raise_exception: {msg}")))
+        });
+        env.add_template("chat", src).map_err(err)?;
+        let tmpl = env.get_template("chat").map_err(err)?;
+        let token = |t: &Option<(String, i64)>| t.as_ref().map(|(s, _)| s.clone());
+        let ctx = minijinja::context! {
+            messages => minijinja::Value::from(minijinja::value::Serde(messages)),
+            add_generation_prompt => add_generation_prompt,
+            bos_token => token(&self.bos),
+            eos_token => token(&self.eos),
+            pad_token => token(&self.pad),
+        };
+        tmpl.render(ctx).map_err(err)
     }
 
     /// The id of `token`, if it is in the vocabulary.

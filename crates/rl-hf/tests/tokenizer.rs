@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use rl_hf::{HfError, HfTokenizer};
+use rl_hf::{ChatMessage, HfError, HfTokenizer};
 use tch::Device;
 
 fn dir() -> PathBuf {
@@ -82,4 +82,45 @@ fn bad_tokenizer_inputs_are_typed_errors() {
     .unwrap();
     let t = HfTokenizer::from_dir(d.path()).unwrap();
     assert_eq!((t.eos().map(|e| e.1), t.chat_template()), (tok.eos().map(|e| e.1), Some("x")));
+}
+
+#[test]
+fn chat_template_renders_as_transformers() {
+    let tok = HfTokenizer::from_dir(dir()).unwrap();
+    let r = reference();
+    let chat = &r["chat"];
+    let messages = chat["messages"].as_array().unwrap();
+    let out = tok.apply_chat_template(messages, chat["add_generation_prompt"].as_bool().unwrap()).unwrap();
+    assert_eq!(out, chat["rendered"].as_str().unwrap());
+    let without = tok.apply_chat_template(messages, false).unwrap();
+    assert_eq!(format!("{without}<|im_start|>assistant\n"), out);
+}
+
+#[test]
+fn chat_template_errors_are_typed() {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::copy(dir().join("tokenizer.json"), d.path().join("tokenizer.json")).unwrap();
+    let msgs = [serde_json::json!({"role": "user", "content": "hi"})];
+    let none = HfTokenizer::from_dir(d.path()).unwrap();
+    assert!(matches!(none.apply_chat_template(&msgs, true), Err(HfError::ChatTemplate { .. })));
+    let tpl =
+        "{% for m in messages %}{% if m.role == 'user' %}{{ raise_exception('no users here') }}{% endif %}{% endfor %}";
+    std::fs::write(d.path().join("chat_template.jinja"), tpl).unwrap();
+    let t = HfTokenizer::from_dir(d.path()).unwrap();
+    match t.apply_chat_template(&msgs, true) {
+        Err(HfError::ChatTemplate { reason }) => assert!(reason.contains("no users here"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+    std::fs::write(d.path().join("chat_template.jinja"), "{% for %}").unwrap();
+    let t = HfTokenizer::from_dir(d.path()).unwrap();
+    assert!(matches!(t.apply_chat_template(&msgs, true), Err(HfError::ChatTemplate { .. })));
+    // tojson, loop controls and trim/lstrip blocks as transformers sets them.
+    let tpl = "{% for m in messages %}\n  {% if loop.index > 1 %}{% break %}{% endif %}\n{{ m | tojson }}{% endfor %}{{ eos_token }}";
+    std::fs::write(d.path().join("chat_template.jinja"), tpl).unwrap();
+    std::fs::write(d.path().join("tokenizer_config.json"), r#"{"eos_token": "<|im_end|>"}"#).unwrap();
+    let t = HfTokenizer::from_dir(d.path()).unwrap();
+    let two = [ChatMessage::new("user", "hi"), ChatMessage::new("assistant", "x")];
+    let out = t.apply_chat_template(&two, false).unwrap();
+    // Python's json.dumps of {"role": "user", "content": "hi"}.
+    assert_eq!(out, "{\"role\": \"user\", \"content\": \"hi\"}<|im_end|>");
 }
