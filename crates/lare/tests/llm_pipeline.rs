@@ -217,7 +217,7 @@ fn repair_budget_runs_out_with_a_typed_error() {
     match err {
         LareError::RepairExhausted { rounds, last_error } => {
             assert_eq!(rounds, 1);
-            assert!(last_error.contains("operation limit"), "the endless loop was stopped: {last_error}");
+            assert!(last_error.contains("limit `max_operations`"), "the endless loop was stopped: {last_error}");
         }
         other => panic!("expected RepairExhausted, got {other}"),
     }
