@@ -34,7 +34,10 @@
 //! - [`HfTokenizer`]: `tokenizer.json`, special tokens, chat template rendering
 //!   ([`HfTokenizer::apply_chat_template`]).
 //!
-//! Not yet here (see `docs/rl-hf.md`): sampling with behaviour log-probs, memory-bounded
+//! - [`HfModel::sample`]: batched KV-cached sampling (temperature, top-p, top-k, stop ids)
+//!   returning tokens and behaviour log-probs ([`SampleParams`], [`Sample`]).
+//!
+//! Not yet here (see `docs/rl-hf.md`): memory-bounded
 //! (recompute-in-backward) training log-probs, the policy trait shared with `rl-lm`.
 //!
 //! Binaries using this crate need the libtorch `build.rs` wiring described in [`rl_nn`].
@@ -46,6 +49,7 @@ pub mod config;
 pub mod error;
 pub mod logprob;
 pub mod model;
+pub mod sample;
 pub mod tokenizer;
 pub mod weights;
 
@@ -53,5 +57,6 @@ pub use config::{Family, HfConfig, Rope, CONFIG_FILE};
 pub use error::{HfError, Result};
 pub use logprob::{LogProbParams, TokenLogProbs};
 pub use model::{left_pad, HfDtype, HfModel, KvCache, SaveParams};
+pub use sample::{Sample, SampleParams};
 pub use tokenizer::{ChatMessage, HfTokenizer, CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE};
 pub use weights::{INDEX_FILE, WEIGHTS_FILE};
