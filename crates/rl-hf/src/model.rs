@@ -336,6 +336,21 @@ impl HfModel {
         })
     }
 
+    /// A frozen copy (own storage, no gradient) on the same device and dtype: the reference
+    /// policy of a KL term. Later updates of `self` do not reach it.
+    ///
+    /// # Errors
+    /// libtorch failures.
+    pub fn frozen_copy(&self) -> Result<Self> {
+        let mut tensors = BTreeMap::new();
+        for (name, t) in self.vs.variables() {
+            tensors.insert(name, t.f_detach()?); // from_tensors copies into new variables
+        }
+        let mut copy = Self::from_tensors(self.config.clone(), &tensors, self.device(), self.dtype)?;
+        copy.vs.freeze();
+        Ok(copy)
+    }
+
     /// The config.
     #[must_use]
     pub fn config(&self) -> &HfConfig {

@@ -138,3 +138,42 @@ fn top_k_and_top_p_only_draw_inside_the_kept_set() {
         assert!((chosen.squeeze_dim(-1) - &s.logprobs).abs().max().double_value(&[]) < 1e-5);
     }
 }
+
+#[test]
+fn frozen_copy_is_independent_and_has_no_gradient() {
+    let (m, r) = fixture("qwen3_bf16");
+    let (ids, mask) = (&r["input_ids"], &r["attention_mask"]);
+    let frozen = m.frozen_copy().unwrap();
+    let before = tch::no_grad(|| frozen.forward(ids, Some(mask), None)).unwrap();
+    assert_eq!(before, tch::no_grad(|| m.forward(ids, Some(mask), None)).unwrap());
+    assert!(frozen.var_store().variables().values().all(|v| !v.requires_grad()));
+    assert!(m.var_store().variables().values().all(|v| v.requires_grad()));
+    tch::no_grad(|| {
+        for (_, mut v) in m.var_store().variables() {
+            let _ = v.g_mul_scalar_(1.5);
+        }
+    });
+    assert_ne!(tch::no_grad(|| m.forward(ids, Some(mask), None)).unwrap(), before);
+    assert_eq!(tch::no_grad(|| frozen.forward(ids, Some(mask), None)).unwrap(), before);
+}
+
+#[test]
+fn sampling_is_the_same_in_two_threads() {
+    let run = || {
+        let (m, r) = fixture("llama3");
+        let p = SampleParams::default().max_new_tokens(12).top_p(0.9).check().unwrap();
+        let s = m.sample(&r["input_ids"], &r["attention_mask"], &p, &mut rl_core::rng_from_seed(42)).unwrap();
+        (
+            Vec::<i64>::try_from(s.tokens.flatten(0, -1)).unwrap(),
+            Vec::<f32>::try_from(s.logprobs.flatten(0, -1)).unwrap(),
+        )
+    };
+    let a = std::thread::spawn(run);
+    let b = std::thread::spawn(run);
+    let (a, b) = (a.join().unwrap(), b.join().unwrap());
+    assert_eq!(a.0, b.0);
+    assert_eq!(
+        a.1.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        b.1.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+}
