@@ -20,8 +20,8 @@
 //!   decoder shared by every agent.
 //!
 //! Latent reward encoders ([`LatentEncoder`]) are Rust closures ([`NativeEncoder`]) or
-//! sandboxed [Rhai](https://rhai.rs) scripts ([`ScriptEncoder`]: operation, time, memory and
-//! depth limits, no I/O; the script sees the observation as named fields). The [`llm`] module
+//! sandboxed [Rhai](https://rhai.rs) scripts ([`ScriptEncoder`]: operation, time, stack, memory and
+//! depth limits, no I/O, no clock; the script sees the observation as named fields). The [`llm`] module
 //! generates them: an OpenAI-compatible chat client, LaRe's prompt structure, `n` candidates
 //! and a summarising call, verification on sampled states with bounded repair rounds, and a
 //! content-addressed response cache so every run replays offline.
