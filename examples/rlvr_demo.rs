@@ -26,7 +26,7 @@ use frugal_rl::rlvr_replay::ReplayParams;
 use frugal_rl::rlvr_select::neural::GpsParams;
 use frugal_rl::rlvr_select::{DpsParams, MoppsParams};
 use frugal_rl::rlvr_train::report::{plot_curves, plot_panels, summary_table, Curve, Panel};
-use frugal_rl::rlvr_train::{RunConfig, RunSummary, SelectorConfig, Trainer};
+use frugal_rl::rlvr_train::{HfPolicyConfig, RunConfig, RunSummary, SelectorConfig, Trainer};
 use indicatif::{ProgressBar, ProgressStyle};
 
 #[derive(Parser, Debug)]
@@ -38,6 +38,12 @@ struct Args {
     /// Output folder.
     #[arg(long, default_value = "target/rlvr-demo")]
     out: PathBuf,
+    /// The policy: `rl-lm` (the config's `[model]`, the default) or `hf:DIR`, a Hugging Face
+    /// model directory (Qwen2/2.5, Qwen3, Llama 3.x with its tokenizer; the config's `[hf]`
+    /// table with `dir = DIR`). The trained HF model is written to `OUT/model` (transformers'
+    /// layout) at the end.
+    #[arg(long, value_name = "rl-lm|hf:DIR")]
+    model: Option<String>,
     /// Continue the run whose output folder is DIR from its checkpoint (`DIR/checkpoint`,
     /// written after the warm start, at evaluations and at the end): its config, its logs, the
     /// same end as without the interruption. Only --steps and --budget may change (to extend).
@@ -163,6 +169,18 @@ fn config_from_args(a: &Args) -> Result<RunConfig> {
     if let Some(n) = a.eval_every {
         cfg.eval.every = n;
     }
+    match a.model.as_deref() {
+        None => {}
+        Some("rl-lm") => cfg.hf = None,
+        Some(m) => match m.strip_prefix("hf:") {
+            Some(dir) if !dir.is_empty() => {
+                let mut hf = cfg.hf.take().unwrap_or_else(|| HfPolicyConfig::new(dir));
+                hf.dir = PathBuf::from(dir);
+                cfg.hf = Some(hf);
+            }
+            _ => bail!("--model {m:?}: expected `rl-lm` or `hf:DIR`"),
+        },
+    }
     frugal_rl::core::Params::validate(&cfg)?;
     Ok(cfg)
 }
@@ -278,7 +296,7 @@ fn run_one(
             if let Some(dir) = p.parent() {
                 std::fs::create_dir_all(dir)?;
             }
-            trainer.model().save(p)?;
+            trainer.policy().save(p)?;
         }
     }
     let logs = RefCell::new((
@@ -339,6 +357,15 @@ fn run_one(
     steps_log.flush()?;
     eval_log.flush()?;
     std::fs::write(out.join("summary.json"), serde_json::to_string_pretty(&summary)?)?;
+    if cfg.hf.is_some() {
+        // The trained model in transformers' layout (what an inference engine reloads).
+        let dir = out.join("model");
+        std::fs::create_dir_all(&dir)?;
+        trainer.policy().save(&dir)?;
+        if !quiet {
+            println!("trained model written to {}", dir.display());
+        }
+    }
     Ok(summary)
 }
 
@@ -488,7 +515,7 @@ fn compare(a: &Args, base: &RunConfig) -> Result<()> {
             let mut t = Trainer::new(ws.clone())?;
             t.warm_start(&mut |_, _| {})?;
             std::fs::create_dir_all(ckpt.parent().unwrap_or(Path::new(".")))?;
-            t.model().save(&ckpt)?;
+            t.policy().save(&ckpt)?;
         }
         for (name, runs) in &mut results {
             let Some(m) = all.iter().find(|m| m.name == *name) else { continue };
@@ -678,6 +705,7 @@ fn main() -> Result<()> {
             let others = a.config.is_some()
                 || a.seed.is_some()
                 || a.selector.is_some()
+                || a.model.is_some()
                 || a.no_replay
                 || a.loss.is_some()
                 || a.sft_steps.is_some()
@@ -708,10 +736,17 @@ fn main() -> Result<()> {
         pools.push_str(&format!(" + {:?} levels {:?}", m.pool.family, m.pool.drawn_levels()));
     }
     let (train, eval) = (cfg.task.total_train_prompts(), cfg.task.total_eval_prompts());
+    let model = match &cfg.hf {
+        Some(hf) => {
+            let c = frugal_rl::rl_hf::HfConfig::from_file(hf.dir.join(frugal_rl::rl_hf::CONFIG_FILE))
+                .with_context(|| format!("reading the model of hf.dir = {}", hf.dir.display()))?;
+            format!("{} {} ({} parameters)", c.family.model_type(), hf.dir.display(), c.num_parameters())
+        }
+        None => format!("rl-lm transformer ({} parameters)", cfg.model.num_parameters()),
+    };
     println!(
-        "device {} | {pools} | {train} train / {eval} held-out prompts (disjoint) | model {} parameters",
+        "device {} | {pools} | {train} train / {eval} held-out prompts (disjoint) | {model}",
         frugal_rl::nn::device_name(device),
-        cfg.model.num_parameters()
     );
     if a.compare {
         return compare(&a, &cfg);

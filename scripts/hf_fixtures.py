@@ -16,6 +16,8 @@ Writes `crates/rl-hf/tests/fixtures/<name>/` for each variant: the model directo
 - `gen_margin` [1] f32: the smallest top-1 minus top-2 logit gap over the greedy steps (how far
   the greedy choice is from a tie; the Rust test needs it well above float noise).
 
+`--rlvr` writes only `qwen2_rlvr/` (see `rlvr_fixture`), the model of the end-to-end RLVR run.
+
 `--check-saved DIR` instead loads the directories rl-hf's `save_pretrained` wrote under DIR
 (see `crates/rl-hf/tests/save.rs`, `RL_HF_KEEP_SAVED`) in transformers and prints their max
 abs logit difference to the reference.
@@ -323,6 +325,7 @@ def main():
     done("llama3_v4", m, p)
 
     report["tokenizer"] = tokenizer_fixture()
+    report["qwen2_rlvr"] = rlvr_fixture()
 
     json.dump(
         {"torch": torch.__version__, "transformers": transformers.__version__, "fixtures": report},
@@ -354,8 +357,41 @@ def check_saved(root):
     print()
 
 
+def rlvr_fixture():
+    """`qwen2_rlvr/`: a tiny random Qwen2 (tied head, vocab = the `tokenizer/` fixture's 320 ids,
+    transformers' own initialisation) with that tokenizer's files, for the end-to-end RLVR run
+    `rlvr_demo --model hf:crates/rl-hf/tests/fixtures/qwen2_rlvr` in `make test`."""
+    torch.manual_seed(11)
+    cfg = Qwen2Config(
+        vocab_size=320,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        rms_norm_eps=1e-6,
+        bos_token_id=None,
+        eos_token_id=2,
+        pad_token_id=0,
+        tie_word_embeddings=True,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+    )
+    m = Qwen2ForCausalLM(cfg)
+    path = save(m, "qwen2_rlvr")
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(os.path.join(OUT, "tokenizer", f), os.path.join(path, f))
+    back = Qwen2ForCausalLM.from_pretrained(path, dtype=torch.float32)
+    ids = torch.tensor([[5, 6, 7, 8]])
+    with torch.no_grad():
+        diff = float((m(input_ids=ids).logits - back(input_ids=ids).logits).abs().max())
+    return {"parameters": sum(p.numel() for p in m.parameters()), "reload_max_abs": diff}
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--check-saved":
         check_saved(sys.argv[2])
+    elif len(sys.argv) == 2 and sys.argv[1] == "--rlvr":
+        print(json.dumps(rlvr_fixture()))
     else:
         main()

@@ -11,6 +11,7 @@
 //! | `rlvr-replay` (`rlvr-replay-tch` for its tensor side) | [`rlvr_replay`] | POPO prioritized group replay: no batch carries an ineffective group |
 //! | `rlvr-select` | [`rlvr_select`] | prompt selection: DPS, MoPPS, DAPO dynamic sampling, difficulty filtering, history resampling, uniform, prompt-pool simulator; neural GPS, MPTS, PDTS |
 //! | `rl-lm` | [`rl_lm`] | small decoder-only transformer policy: KV-cached sampling with behaviour log-probs, training log-probs, safetensors checkpoints |
+//! | `rl-hf` | [`rl_hf`] | Hugging Face decoder LLMs (Qwen2/2.5, Qwen3, Llama 3.x): strict loading, tokenizer and chat template, KV-cached sampling, memory-bounded training log-probs, `save_pretrained` |
 //! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
 //! | `rlvr-train` | [`rlvr_train`] | the end-to-end RLVR loop: warm start, group rollouts, selection, POPO replay, any loss, held-out pass@k |
 //! | `rl-envs` | [`rl_envs`] | environments matched to gymnasium step for step (classic control, point mazes, particle worlds) and wrappers (tch-free) |
@@ -35,6 +36,8 @@ pub use rl_agents;
 pub use rl_core as core;
 #[cfg(feature = "rl-envs")]
 pub use rl_envs;
+#[cfg(feature = "rl-hf")]
+pub use rl_hf;
 #[cfg(feature = "rl-lm")]
 pub use rl_lm;
 #[cfg(feature = "nn")]

@@ -55,7 +55,7 @@ pub mod weights;
 
 pub use config::{Family, HfConfig, Rope, CONFIG_FILE};
 pub use error::{HfError, Result};
-pub use logprob::{LogProbParams, TokenLogProbs};
+pub use logprob::{DeferredLogProbs, LogProbParams, TokenLogProbs};
 pub use model::{left_pad, HfDtype, HfModel, KvCache, SaveParams};
 pub use sample::{Sample, SampleParams};
 pub use tokenizer::{ChatMessage, HfTokenizer, CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE};

@@ -29,21 +29,32 @@ fn logprobs_entropy_and_gradients_match_transformers() {
         let g = read(name, "grad.safetensors");
         let start = g["start"].int64_value(&[0]);
         let model = HfModel::from_pretrained(dir(name), Device::Cpu, HfDtype::F32).unwrap();
-        for chunk in [1, 2, 256] {
+        // Plain (autograd through each chunk) and deferred (recompute-in-backward) log-probs.
+        for (chunk, deferred) in [(1, false), (2, false), (256, false), (1, true), (3, true), (256, true)] {
             let p = LogProbParams::default().chunk(chunk).entropy(true).check().unwrap();
-            let out = model.token_logprobs(&r["input_ids"], Some(&r["attention_mask"]), start, &p).unwrap();
+            let (ids, mask) = (&r["input_ids"], Some(&r["attention_mask"]));
+            let (logprobs, ent, pending) = if deferred {
+                let out = model.token_logprobs_deferred(ids, mask, start, &p).unwrap();
+                let (lp, ent) = (out.logprobs.shallow_clone(), out.entropy.as_ref().unwrap().shallow_clone());
+                (lp, ent, Some(out))
+            } else {
+                let out = model.token_logprobs(ids, mask, start, &p).unwrap();
+                (out.logprobs, out.entropy.unwrap(), None)
+            };
             let m = valid(&r["attention_mask"], start);
-            let ent = out.entropy.unwrap();
-            let dl = ((&out.logprobs - &g["logprobs"]) * &m).abs().max().double_value(&[]);
+            let dl = ((&logprobs - &g["logprobs"]) * &m).abs().max().double_value(&[]);
             let de = ((&ent - &g["entropy"]) * &m).abs().max().double_value(&[]);
-            assert!(dl <= 1e-4 && de <= 1e-4, "{name} chunk {chunk}: logprob {dl}, entropy {de}");
-            let weighted: Tensor = &g["coef"] * &out.logprobs * &m;
+            assert!(dl <= 1e-4 && de <= 1e-4, "{name} chunk {chunk} deferred {deferred}: logprob {dl}, entropy {de}");
+            let weighted: Tensor = &g["coef"] * &logprobs * &m;
             let ent_term: Tensor = (ent * &m).sum(Kind::Float) * 0.1;
             let loss = weighted.sum(Kind::Float) + ent_term;
             for (_, mut v) in model.var_store().variables() {
                 v.zero_grad();
             }
-            loss.backward();
+            match pending {
+                Some(out) => out.backward(&model, &loss).unwrap(),
+                None => loss.backward(),
+            }
             let vars = model.var_store().variables();
             let mut worst = 0.0f64;
             let mut n = 0;
@@ -53,12 +64,15 @@ fn logprobs_entropy_and_gradients_match_transformers() {
                 let scale = want.abs().max().double_value(&[]).max(1e-12);
                 let rel = (&got - want).abs().max().double_value(&[]) / scale;
                 worst = worst.max(rel);
-                assert!(rel <= 1e-4, "{name} chunk {chunk}: gradient of {pname}: relative error {rel}");
+                assert!(
+                    rel <= 1e-4,
+                    "{name} chunk {chunk} deferred {deferred}: gradient of {pname}: relative error {rel}"
+                );
                 n += 1;
             }
             assert_eq!(n, vars.len(), "{name}: every parameter has a reference gradient");
             if chunk == 256 {
-                eprintln!("{name}: logprob {dl:.2e}, entropy {de:.2e}, worst relative gradient error {worst:.2e} over {n} tensors");
+                eprintln!("{name} (deferred {deferred}): logprob {dl:.2e}, entropy {de:.2e}, worst relative gradient error {worst:.2e} over {n} tensors");
             }
         }
     }
@@ -100,4 +114,28 @@ fn logprob_params_and_start_are_checked() {
         assert!(matches!(model.token_logprobs(&ids, None, start, &p), Err(HfError::Input { .. })), "{start}");
     }
     assert_eq!(model.token_logprobs(&ids, None, 1, &p).unwrap().logprobs.size(), [1, 2]);
+}
+
+#[test]
+fn deferred_logprobs_equal_plain_ones_and_refuse_bad_losses() {
+    let r = read("qwen2_untied", "reference.safetensors");
+    let model = HfModel::from_pretrained(dir("qwen2_untied"), Device::Cpu, HfDtype::F32).unwrap();
+    let p = LogProbParams::default().chunk(4).check().unwrap();
+    let (ids, mask) = (&r["input_ids"], Some(&r["attention_mask"]));
+    let plain = tch::no_grad(|| model.token_logprobs(ids, mask, 2, &p)).unwrap();
+    let deferred = model.token_logprobs_deferred(ids, mask, 2, &p).unwrap();
+    assert!(deferred.entropy.is_none());
+    assert!(deferred.logprobs.requires_grad());
+    assert_eq!(
+        Vec::<f32>::try_from(&plain.logprobs.flatten(0, -1)).unwrap(),
+        Vec::<f32>::try_from(&deferred.logprobs.detach().flatten(0, -1)).unwrap(),
+        "bit-identical values"
+    );
+    let constant = Tensor::from(1.0f32);
+    assert!(matches!(
+        model.token_logprobs_deferred(ids, mask, 2, &p).unwrap().backward(&model, &constant),
+        Err(HfError::Input { .. })
+    ));
+    let not_scalar = &deferred.logprobs * 2.0;
+    assert!(matches!(deferred.backward(&model, &not_scalar), Err(HfError::Input { .. })));
 }

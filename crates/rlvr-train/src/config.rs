@@ -34,6 +34,7 @@ use rlvr_tasks::{CharTokenizer, Family, PoolParams, RewardParams};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{invalid, io, Result, TrainError};
+use crate::policy::HfPolicyConfig;
 
 /// A whole run: tasks, model, warm start, RL loop, selector, replay, loss, evaluation.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -45,8 +46,11 @@ pub struct RunConfig {
     pub device: String,
     /// Prompt pools and rewards.
     pub task: TaskConfig,
-    /// The transformer policy.
+    /// The transformer policy (`rl-lm`; not used when `hf` is set).
     pub model: LmConfig,
+    /// Train a Hugging Face model directory instead of `model` (an `[hf]` table:
+    /// [`HfPolicyConfig`]); `None` (no table) trains `rl-lm`'s transformer.
+    pub hf: Option<HfPolicyConfig>,
     /// Supervised warm start on solver solutions.
     pub sft: SftConfig,
     /// The RL loop.
@@ -79,6 +83,7 @@ impl Default for RunConfig {
             device: "auto".into(),
             task: TaskConfig::default(),
             model: LmConfig::new(tok_vocab, 40).d_model(128).n_layers(3).n_heads(4).d_ff(512),
+            hf: None,
             sft: SftConfig::default(),
             rl: RlConfig::default(),
             selector: SelectorConfig::Dps { params: DpsParams::default() },
@@ -153,6 +158,9 @@ impl RunConfig {
             return Err(invalid("task.eval_seed", self.task.eval_seed, "must differ from task.pool.seed (held out)"));
         }
         self.model.validate().map_err(|e| at("model", e))?;
+        if let Some(hf) = &self.hf {
+            hf.validate()?;
+        }
         let vocab = CharTokenizer::VOCAB_SIZE;
         if self.model.vocab_size != vocab {
             return Err(invalid("model.vocab_size", self.model.vocab_size, &format!("the tokenizer has {vocab} ids")));
@@ -828,6 +836,7 @@ struct RunConfigDe {
     device: String,
     task: TaskConfig,
     model: LmConfig,
+    hf: Option<HfPolicyConfig>,
     sft: SftConfig,
     rl: RlConfig,
     selector: SelectorConfig,
@@ -845,6 +854,7 @@ impl Default for RunConfigDe {
             device: d.device,
             task: d.task,
             model: d.model,
+            hf: d.hf,
             sft: d.sft,
             rl: d.rl,
             selector: d.selector,
@@ -875,6 +885,7 @@ impl From<RunConfigDe> for RunConfig {
             device: d.device,
             task: d.task,
             model: d.model,
+            hf: d.hf,
             sft: d.sft,
             rl: d.rl,
             selector: d.selector,

@@ -66,6 +66,9 @@ pub enum TrainError {
     /// The transformer policy.
     #[error(transparent)]
     Lm(#[from] rl_lm::LmError),
+    /// A Hugging Face model, tokenizer or parameter error (`rl-hf`).
+    #[error(transparent)]
+    Hf(#[from] rl_hf::HfError),
     /// Losses.
     #[error(transparent)]
     Loss(#[from] rlvr_core::RlvrCoreError),

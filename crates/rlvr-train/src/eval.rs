@@ -2,12 +2,12 @@
 
 use std::collections::BTreeMap;
 
-use rand::Rng;
-use rl_lm::TransformerLm;
+use rand::RngCore;
 use serde::{Deserialize, Serialize};
 
 use crate::config::{EvalConfig, RlConfig};
 use crate::error::Result;
+use crate::policy::Policy;
 use crate::rollout::{rollout, sampling_params, GroupSampling, RolloutTimes};
 use crate::TaskSet;
 
@@ -50,18 +50,18 @@ pub fn pass_at_k(n: usize, c: usize, k: usize) -> f64 {
 ///
 /// # Errors
 /// Generation errors.
-pub fn evaluate<R: Rng + ?Sized>(
-    lm: &TransformerLm,
+pub fn evaluate(
+    policy: &dyn Policy,
     tasks: &TaskSet,
     cfg: &EvalConfig,
     rl: &RlConfig,
-    rng: &mut R,
+    rng: &mut dyn RngCore,
 ) -> Result<EvalReport> {
     let sampling = sampling_params(rl.max_new_tokens, cfg.temperature, 1.0);
     let indices: Vec<usize> = (0..tasks.eval.len()).collect();
     let mut times = RolloutTimes::default();
     let groups = rollout(
-        lm,
+        policy,
         tasks,
         &tasks.eval,
         &indices,

@@ -45,6 +45,7 @@
 pub mod config;
 mod error;
 pub mod eval;
+pub mod policy;
 pub mod report;
 pub mod rollout;
 pub mod sft;
@@ -54,6 +55,7 @@ mod trainer;
 pub use config::{EvalConfig, MixedPool, RlConfig, RunConfig, SelectorConfig, SftConfig, TaskConfig};
 pub use error::{Result, TrainError};
 pub use eval::{pass_at_k, EvalReport};
+pub use policy::{Generated, HfPolicy, HfPolicyConfig, Policy, PolicySource, ResponseLogProbs, Sampling};
 pub use rollout::{GroupSampling, RolloutGroup, RolloutTimes};
 pub use tasks::{PoolSide, TaskSet};
 pub use trainer::{

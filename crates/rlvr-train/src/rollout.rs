@@ -2,18 +2,16 @@
 
 use std::time::{Duration, Instant};
 
-use rand::Rng;
-use rl_lm::{SamplingParams, TransformerLm};
+use rand::RngCore;
 use rlvr_core::{EffectivenessRule, Verdict};
 use rlvr_replay::{Group, GroupBuilder};
-use rlvr_tasks::CharTokenizer;
-use tch::Kind;
 
 use crate::error::{Result, TrainError};
+use crate::policy::{Policy, Sampling};
 use crate::tasks::PoolSide;
 use crate::TaskSet;
 
-/// Rows generated per call of `TransformerLm::generate` (bounds the KV cache's memory).
+/// Rows generated per call of [`Policy::generate`] (bounds the KV cache's memory).
 pub const MAX_GENERATION_ROWS: usize = 1024;
 
 /// `K` responses to one prompt with their behaviour log-probs and verdicts.
@@ -98,7 +96,7 @@ impl RolloutGroup {
 /// Wall time spent generating and scoring.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct RolloutTimes {
-    /// In `TransformerLm::generate`.
+    /// In [`Policy::generate`].
     pub generation: Duration,
     /// In the verifier.
     pub scoring: Duration,
@@ -116,49 +114,54 @@ impl std::ops::AddAssign for RolloutTimes {
 pub struct GroupSampling<'a> {
     /// Responses per prompt.
     pub k: usize,
-    /// Temperature, top-p, length cap, stop and pad tokens.
-    pub params: &'a SamplingParams,
+    /// Temperature, top-p, length cap (the policy adds its stop and pad tokens).
+    pub params: &'a Sampling,
 }
 
-/// Samples `spec.k` responses for each prompt index of `side` and judges them.
+/// Samples `spec.k` responses for each prompt index of `side` with `policy` and judges them
+/// (the text before the policy's stop id, [`Policy::completion_text`]).
 ///
 /// # Errors
 /// Unknown indices, generation errors.
-pub fn rollout<R: Rng + ?Sized>(
-    lm: &TransformerLm,
+pub fn rollout(
+    policy: &dyn Policy,
     tasks: &TaskSet,
     side: &PoolSide,
     indices: &[usize],
     spec: &GroupSampling<'_>,
-    rng: &mut R,
+    rng: &mut dyn RngCore,
     times: &mut RolloutTimes,
 ) -> Result<Vec<RolloutGroup>> {
     let (k, sampling) = (spec.k, spec.params);
     let mut groups = Vec::with_capacity(indices.len());
     let per_call = (MAX_GENERATION_ROWS / k.max(1)).max(1);
     for chunk in indices.chunks(per_call) {
-        let mut prompts = Vec::with_capacity(chunk.len() * k);
+        let mut prompts: Vec<&[i64]> = Vec::with_capacity(chunk.len() * k);
         for &i in chunk {
             let p = side.tokens(i).ok_or(TrainError::UnknownPrompt { id: i as u64, n: side.len() })?;
             prompts.extend(std::iter::repeat_n(p, k));
         }
         let t0 = Instant::now();
-        let gen = lm.generate(&prompts, sampling, rng)?;
-        let responses = gen.responses()?;
-        let lp_rows = gen.logprobs.size().first().copied().unwrap_or(0);
-        let width = gen.logprobs.size().get(1).copied().unwrap_or(0) as usize;
-        let lp_flat = Vec::<f32>::try_from(gen.logprobs.f_to_kind(Kind::Float)?.f_flatten(0, -1)?)?;
-        if lp_rows as usize != prompts.len() || responses.len() != prompts.len() {
+        let gen = policy.generate(&prompts, sampling, rng)?;
+        if gen.responses.len() != prompts.len() || gen.logprobs.len() != prompts.len() {
             return Err(TrainError::Shape {
                 what: "generated rows".into(),
                 expected: vec![prompts.len() as i64],
-                got: vec![lp_rows, responses.len() as i64],
+                got: vec![gen.responses.len() as i64, gen.logprobs.len() as i64],
+            });
+        }
+        if let Some(row) = gen.responses.iter().zip(&gen.logprobs).position(|(r, l)| r.len() != l.len()) {
+            return Err(TrainError::Shape {
+                what: format!("behaviour log-probs of generated row {row}"),
+                expected: vec![gen.responses[row].len() as i64],
+                got: vec![gen.logprobs[row].len() as i64],
             });
         }
         times.generation += t0.elapsed();
 
         let t1 = Instant::now();
-        for (c, &i) in chunk.iter().enumerate() {
+        let (mut responses, mut logprobs) = (gen.responses.into_iter(), gen.logprobs.into_iter());
+        for &i in chunk {
             let task = side.task(i).ok_or(TrainError::UnknownPrompt { id: i as u64, n: side.len() })?;
             let mut g = RolloutGroup {
                 index: i,
@@ -168,14 +171,13 @@ pub fn rollout<R: Rng + ?Sized>(
                 correct: Vec::with_capacity(k),
                 malformed: Vec::with_capacity(k),
             };
-            for row in c * k..(c + 1) * k {
-                let resp = &responses[row];
-                let v = tasks.judge(task, resp);
-                g.logprobs.push(lp_flat[row * width..row * width + resp.len()].to_vec());
+            for (resp, lp) in responses.by_ref().zip(logprobs.by_ref()).take(k) {
+                let v = tasks.judge_text(task, policy.completion_text(&resp));
+                g.logprobs.push(lp);
                 g.rewards.push(v.reward as f32);
                 g.correct.push(v.is_correct());
                 g.malformed.push(matches!(v.outcome, rlvr_tasks::Outcome::Malformed(_)));
-                g.responses.push(resp.clone());
+                g.responses.push(resp);
             }
             groups.push(g);
         }
@@ -184,11 +186,7 @@ pub fn rollout<R: Rng + ?Sized>(
     Ok(groups)
 }
 
-/// Sampling parameters with the tokenizer's stop and pad tokens.
-pub fn sampling_params(max_new_tokens: i64, temperature: f64, top_p: f64) -> SamplingParams {
-    SamplingParams::new(max_new_tokens)
-        .temperature(temperature)
-        .top_p(top_p)
-        .stop_token(Some(CharTokenizer::EOS))
-        .pad_token(CharTokenizer::PAD)
+/// Sampling of the run's rollouts.
+pub fn sampling_params(max_new_tokens: i64, temperature: f64, top_p: f64) -> Sampling {
+    Sampling { max_new_tokens, temperature, top_p }
 }

@@ -3,23 +3,22 @@
 
 use rand::Rng;
 use rl_core::Params;
-use rl_lm::{LogProbOptions, SequenceBatch, TransformerLm};
 use rl_nn::{Adam, AdamParams};
-use rlvr_tasks::CharTokenizer;
-use tch::Kind;
+use tch::{Kind, Tensor};
 
 use crate::config::SftConfig;
 use crate::error::{Result, TrainError};
+use crate::policy::Policy;
 use crate::TaskSet;
 
-/// Trains `lm` for `cfg.steps` Adam steps on random batches of (prompt, solution) pairs and
+/// Trains `policy` for `cfg.steps` Adam steps on random batches of (prompt, solution) pairs and
 /// calls `on_step(step, loss)` after each. Returns the per-step mean token negative
 /// log-likelihood.
 ///
 /// # Errors
 /// Unsolvable prompts, libtorch errors, a non-finite loss ([`TrainError::NonFinite`]).
 pub fn warm_start<R: Rng + ?Sized>(
-    lm: &mut TransformerLm,
+    policy: &mut dyn Policy,
     tasks: &TaskSet,
     cfg: &SftConfig,
     rng: &mut R,
@@ -28,9 +27,9 @@ pub fn warm_start<R: Rng + ?Sized>(
     if cfg.steps == 0 {
         return Ok(Vec::new());
     }
-    let solutions = tasks.solutions()?;
+    let solutions = tasks.solution_texts()?.iter().map(|t| policy.encode_completion(t)).collect::<Result<Vec<_>>>()?;
     let n = tasks.train.len();
-    let mut opt = Adam::for_var_store(AdamParams::default().lr(cfg.lr).check()?, lm.var_store())?;
+    let mut opt = Adam::for_var_store(AdamParams::default().lr(cfg.lr).check()?, policy.var_store())?;
     let mut losses = Vec::with_capacity(cfg.steps);
     let mut prompts: Vec<&[i64]> = Vec::with_capacity(cfg.batch_size);
     let mut targets: Vec<&[i64]> = Vec::with_capacity(cfg.batch_size);
@@ -42,15 +41,17 @@ pub fn warm_start<R: Rng + ?Sized>(
             prompts.push(tasks.train.tokens(i).ok_or(TrainError::UnknownPrompt { id: i as u64, n })?);
             targets.push(&solutions[i]);
         }
-        let batch = SequenceBatch::pack(&prompts, &targets, CharTokenizer::PAD, lm.device())?;
-        let lp = lm.response_logprobs(&batch, &LogProbOptions::default())?;
-        let tokens = batch.response_mask.f_sum(Kind::Float)?;
+        let lp = policy.response_logprobs(&prompts, &targets, 1.0, false)?;
+        let lengths: Vec<f32> = targets.iter().map(|t| t.len() as f32).collect();
+        let tokens = Tensor::f_from_slice(&lengths)?.f_sum(Kind::Float)?.f_to_device(lp.logprobs.device())?;
         let loss = lp.logprobs.f_sum(Kind::Float)?.f_neg()?.f_div(&tokens)?;
         let value = loss.f_double_value(&[])?;
         if !value.is_finite() {
             return Err(TrainError::NonFinite { what: "warm-start loss".into(), step: step as u64 });
         }
-        opt.backward_step(&loss)?;
+        opt.zero_grad()?;
+        policy.backward(lp, &loss)?;
+        opt.step()?;
         losses.push(value);
         on_step(step, value);
     }

@@ -1,7 +1,9 @@
 //! The training and held-out prompt pools, tokenized once, with the solver's solutions for the
 //! warm start.
 
-use rlvr_tasks::{CharTokenizer, PoolRequest, PromptPool, RewardParams, Task, Verdict};
+use rlvr_tasks::{CharTokenizer, MalformedReason, Outcome, PoolRequest, PromptPool, RewardParams, Task, Verdict};
+
+use crate::policy::Policy;
 
 use crate::config::TaskConfig;
 use crate::error::{Result, TrainError};
@@ -180,26 +182,60 @@ impl TaskSet {
         usize::try_from(id).ok().filter(|&i| i < n).ok_or(TrainError::UnknownPrompt { id, n })
     }
 
-    /// Judges a generated response (ids up to and including `<eos>`; a response without one
-    /// is malformed and earns 0).
+    /// Judges a generated response of the character tokenizer (ids up to and including
+    /// `<eos>`; a response without one is malformed and earns 0).
     pub fn judge(&self, task: &Task, response: &[i64]) -> Verdict {
         task.verify_tokens(&self.tokenizer, response, &self.rewards)
     }
 
-    /// The solver's solution of every training prompt, tokenized with `<eos>` (warm-start
-    /// targets), and the prompts whose solution was found.
+    /// Judges a completion text, or the reason a generation has none
+    /// ([`Policy::completion_text`](crate::Policy::completion_text)), which earns 0.
+    pub fn judge_text(&self, task: &Task, text: std::result::Result<String, MalformedReason>) -> Verdict {
+        match text {
+            Ok(t) => task.verify(&t, &self.rewards),
+            Err(reason) => Verdict::new(Outcome::Malformed(reason), &self.rewards),
+        }
+    }
+
+    /// The same pools with every prompt encoded by `policy` ([`Policy::encode_prompt`]):
+    /// what the trainer samples from (the pools of [`TaskSet::new`] are encoded with the
+    /// character tokenizer, which `rl-lm`'s policy also uses).
+    ///
+    /// # Errors
+    /// Prompt text the policy cannot encode.
+    pub fn encoded_for(mut self, policy: &dyn Policy) -> Result<Self> {
+        for side in [&mut self.train, &mut self.eval] {
+            side.tokens = side.pool.iter().map(|p| policy.encode_prompt(&p.text())).collect::<Result<Vec<_>>>()?;
+            if let Some(i) = side.tokens.iter().position(Vec::is_empty) {
+                return Err(crate::error::invalid(
+                    "policy.encode_prompt",
+                    format!("prompt {i}"),
+                    "encodes to no tokens",
+                ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// The solver's solution of every training prompt, tokenized with `<eos>` by the
+    /// character tokenizer (warm-start targets of `rl-lm`'s policy).
     ///
     /// # Errors
     /// [`TrainError::Unsolvable`] when the solver finds no solution (generated pools are
     /// solvable by construction).
     pub fn solutions(&self) -> Result<Vec<Vec<i64>>> {
+        self.solution_texts()?.iter().map(|text| Ok(self.tokenizer.encode_completion(text)?)).collect()
+    }
+
+    /// The solver's solution text of every training prompt.
+    ///
+    /// # Errors
+    /// [`TrainError::Unsolvable`] when the solver finds no solution.
+    pub fn solution_texts(&self) -> Result<Vec<String>> {
         self.train
             .pool
             .iter()
-            .map(|p| {
-                let text = p.task.solve().map_err(|source| TrainError::Unsolvable { id: p.id, source })?;
-                Ok(self.tokenizer.encode_completion(&text)?)
-            })
+            .map(|p| p.task.solve().map_err(|source| TrainError::Unsolvable { id: p.id, source }))
             .collect()
     }
 }

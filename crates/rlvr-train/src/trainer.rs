@@ -8,7 +8,7 @@ use std::time::Instant;
 use rand::seq::SliceRandom;
 use rand::RngCore;
 use rl_core::{derive_seed_named, rng_from_seed, Metrics, Params, SeededRng};
-use rl_lm::{LogProbOptions, SamplingParams, SequenceBatch, TransformerLm};
+use rl_lm::TransformerLm;
 use rl_nn::{Adam, AdamParams, LoadMode};
 use rlvr_core::{EffectivenessRule, LossConfig};
 use rlvr_replay::tensor::TensorBatch;
@@ -26,6 +26,7 @@ use tch::{Device, Kind, Tensor};
 use crate::config::{RunConfig, SelectorConfig};
 use crate::error::{Result, TrainError};
 use crate::eval::{evaluate, EvalReport};
+use crate::policy::{HfPolicy, Policy, PolicySource, Sampling};
 use crate::rollout::{rollout, sampling_params, GroupSampling, RolloutGroup, RolloutTimes};
 use crate::sft::warm_start;
 use crate::TaskSet;
@@ -134,7 +135,8 @@ pub struct UpdateStats {
 struct MiniBatch {
     groups: usize,
     tb: TensorBatch,
-    seq: SequenceBatch,
+    prompts: Vec<Vec<i64>>,
+    responses: Vec<Vec<i64>>,
     /// Log-probs of the policy that generated the batch, computed before the first update.
     old: Tensor,
     /// Behaviour log-probs: `old` on fresh rows, the stored ones on replayed rows.
@@ -217,9 +219,9 @@ impl TimeSplit {
 /// current policy, counts them, and keeps them so the trainer trains on the kept ones instead
 /// of generating again.
 struct PolicyOracle<'a> {
-    lm: &'a TransformerLm,
+    lm: &'a dyn Policy,
     tasks: &'a TaskSet,
-    sampling: &'a SamplingParams,
+    sampling: &'a Sampling,
     generated: HashMap<ItemId, RolloutGroup>,
     spent: u64,
     counts: GeneratedGroups,
@@ -274,13 +276,13 @@ impl RolloutOracle for PolicyOracle<'_> {
 pub struct Trainer {
     cfg: RunConfig,
     tasks: TaskSet,
-    lm: TransformerLm,
+    lm: Box<dyn Policy>,
     loss: LossConfig,
     selector: Box<dyn Selector + Send>,
     source: EpochWindow,
     buffer: GroupReplayBuffer,
     opt: Adam,
-    sampling: SamplingParams,
+    sampling: Sampling,
     rollout_rng: SeededRng,
     select_rng: SeededRng,
     eval_rng: SeededRng,
@@ -387,12 +389,12 @@ impl std::fmt::Debug for Trainer {
 /// |---|---|---|
 /// | [`selector`](Self::selector) | `cfg.selector`; candidates come from an epoch-shuffled window of `rl.candidate_ratio · B` training prompts; selection weights, when the selector returns them, scale each group's advantages | — |
 /// | [`tasks`](Self::tasks) | `cfg.task` (pools and rewards) | the pools are disjoint ([`TaskSet::from_pools`]) |
-/// | [`policy`](Self::policy) | `cfg.model` (the config records the policy's `LmConfig`) and the seeded initialisation | vocabulary = the tokenizer's |
+/// | [`policy`](Self::policy) | `cfg.model` / `cfg.hf` (the config records an `rl-lm` policy's `LmConfig`, an [`HfPolicy`]'s `[hf]` table) and the seeded initialisation | an `rl-lm` vocabulary = the character tokenizer's; every prompt encodes |
 pub struct TrainerBuilder {
     cfg: RunConfig,
     selector: Option<Box<dyn Selector + Send>>,
     tasks: Option<TaskSet>,
-    policy: Option<TransformerLm>,
+    policy: Option<Box<dyn Policy>>,
 }
 
 impl std::fmt::Debug for TrainerBuilder {
@@ -420,10 +422,11 @@ impl TrainerBuilder {
         self
     }
 
-    /// Uses this policy (weights included) instead of building one from `cfg.model`.
+    /// Uses this policy (weights included) instead of building one from `cfg.model` or
+    /// `cfg.hf`: `rl-lm`'s [`TransformerLm`], an [`HfPolicy`], or any [`Policy`] of yours.
     #[must_use]
-    pub fn policy(mut self, policy: TransformerLm) -> Self {
-        self.policy = Some(policy);
+    pub fn policy<P: Policy + 'static>(mut self, policy: P) -> Self {
+        self.policy = Some(Box::new(policy));
         self
     }
 
@@ -431,34 +434,49 @@ impl TrainerBuilder {
     ///
     /// # Errors
     /// Invalid config ([`TrainError::InvalidConfig`] naming the field), device unavailable,
-    /// task generation errors, a policy whose vocabulary is not the tokenizer's.
+    /// task generation errors, an `rl-lm` policy whose vocabulary is not the character
+    /// tokenizer's, an HF directory that does not load ([`HfPolicy::load`]), prompts the
+    /// policy cannot encode.
     pub fn build(self) -> Result<Trainer> {
         let Self { mut cfg, selector, tasks, policy } = self;
-        if let Some(lm) = &policy {
-            let vocab = CharTokenizer::VOCAB_SIZE;
-            if lm.config().vocab_size != vocab {
-                return Err(crate::error::invalid(
-                    "policy.vocab_size",
-                    lm.config().vocab_size,
-                    &format!("the tokenizer has {vocab} ids"),
-                ));
+        if let Some(p) = &policy {
+            match p.source() {
+                PolicySource::Lm(lm) => {
+                    let vocab = CharTokenizer::VOCAB_SIZE;
+                    if lm.vocab_size != vocab {
+                        return Err(crate::error::invalid(
+                            "policy.vocab_size",
+                            lm.vocab_size,
+                            &format!("the tokenizer has {vocab} ids"),
+                        ));
+                    }
+                    cfg.model = lm;
+                    cfg.hf = None;
+                }
+                PolicySource::Hf(hf) => cfg.hf = Some(hf),
+                PolicySource::Custom(_) => cfg.hf = None,
             }
-            cfg.model = lm.config().clone();
         }
         cfg.validate()?;
         let tasks = match tasks {
             Some(t) => t,
             None => TaskSet::new(&cfg.task)?,
         };
-        let lm = match policy {
-            Some(lm) => lm,
+        let lm: Box<dyn Policy> = match policy {
+            Some(p) => p,
             None => {
                 let device = device_of(&cfg)?;
-                // The model's own stream: never libtorch's global generator.
-                let mut rng = rng_from_seed(derive_seed_named(cfg.seed, "model"));
-                TransformerLm::new(&cfg.model, device, &mut rng)?
+                match &cfg.hf {
+                    Some(hf) => Box::new(HfPolicy::load(hf, device)?),
+                    None => {
+                        // The model's own stream: never libtorch's global generator.
+                        let mut rng = rng_from_seed(derive_seed_named(cfg.seed, "model"));
+                        Box::new(TransformerLm::new(&cfg.model, device, &mut rng)?)
+                    }
+                }
             }
         };
+        let tasks = tasks.encoded_for(lm.as_ref())?;
         let (selector, source) = match selector {
             Some(s) => (s, EpochWindow::new(tasks.train.len(), cfg.rl.candidate_ratio)?),
             None => build_selector(&cfg, &tasks)?,
@@ -519,13 +537,18 @@ impl Trainer {
     }
 
     /// The policy.
-    pub fn model(&self) -> &TransformerLm {
-        &self.lm
+    pub fn policy(&self) -> &dyn Policy {
+        self.lm.as_ref()
     }
 
     /// The policy, mutably (e.g. to load weights).
-    pub fn model_mut(&mut self) -> &mut TransformerLm {
-        &mut self.lm
+    pub fn policy_mut(&mut self) -> &mut dyn Policy {
+        self.lm.as_mut()
+    }
+
+    /// The policy as `rl-lm`'s transformer, when it is one.
+    pub fn model(&self) -> Option<&TransformerLm> {
+        self.lm.as_lm()
     }
 
     /// The task pools.
@@ -562,7 +585,7 @@ impl Trainer {
             Vec::new()
         } else {
             let mut rng = rng_from_seed(derive_seed_named(self.cfg.seed, "sft"));
-            warm_start(&mut self.lm, &self.tasks, &self.cfg.sft, &mut rng, on_step)?
+            warm_start(self.lm.as_mut(), &self.tasks, &self.cfg.sft, &mut rng, on_step)?
         };
         self.warm_start_seconds += t0.elapsed().as_secs_f64();
         self.warm_started = true;
@@ -690,7 +713,7 @@ impl Trainer {
     /// Generation errors.
     pub fn evaluate(&mut self) -> Result<EvalPoint> {
         let t0 = Instant::now();
-        let report = evaluate(&self.lm, &self.tasks, &self.cfg.eval, &self.cfg.rl, &mut self.eval_rng)?;
+        let report = evaluate(self.lm.as_ref(), &self.tasks, &self.cfg.eval, &self.cfg.rl, &mut self.eval_rng)?;
         self.time.eval += t0.elapsed().as_secs_f64();
         let point = EvalPoint { step: self.step, rollouts: self.counts.total(), report };
         self.curve.push(point.clone());
@@ -717,7 +740,7 @@ impl Trainer {
         let t_sel = Instant::now();
         let candidates = self.source.next_candidates(b, &mut self.select_rng)?;
         let mut oracle = PolicyOracle {
-            lm: &self.lm,
+            lm: self.lm.as_ref(),
             tasks: &self.tasks,
             sampling: &self.sampling,
             generated: HashMap::new(),
@@ -741,7 +764,7 @@ impl Trainer {
             .map(|&id| self.tasks.train_index(id))
             .collect::<Result<_>>()?;
         let fresh = rollout(
-            &self.lm,
+            self.lm.as_ref(),
             &self.tasks,
             &self.tasks.train,
             &todo,
@@ -885,7 +908,7 @@ impl Trainer {
         let m = self.cfg.rl.ppo_mini_batches.min(n).max(1);
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut self.ppo_rng);
-        let opts = LogProbOptions { temperature: self.cfg.rl.temperature, entropy: true };
+        let temperature = self.cfg.rl.temperature;
         let mut minis = Vec::with_capacity(m);
         let mut at = 0;
         for i in 0..m {
@@ -894,7 +917,7 @@ impl Trainer {
             at += size;
             let groups: Vec<_> = picked.iter().filter_map(|&g| filled.groups.get(g).cloned()).collect();
             let sub = FilledBatch { groups, report: Default::default() };
-            let mut tb = TensorBatch::new(&sub, CharTokenizer::PAD, device)?;
+            let mut tb = TensorBatch::new(&sub, self.lm.pad_id(), device)?;
             let w: Vec<f32> = picked.iter().map(|&g| group_weights.get(g).copied().unwrap_or(1.0)).collect();
             if w.iter().any(|&x| x != 1.0) {
                 let k = i64::try_from(self.cfg.rl.group_size).unwrap_or(1);
@@ -912,10 +935,10 @@ impl Trainer {
                     responses.push(r.tokens.iter().map(|&t| i64::from(t)).collect());
                 }
             }
-            let seq = SequenceBatch::pack(&prompts, &responses, CharTokenizer::PAD, device)?;
             // The generating policy's log-probs, once, before the first update.
             let old = tch::no_grad(|| {
-                self.lm.response_logprobs(&seq, &LogProbOptions { entropy: false, ..opts }).map(|o| o.logprobs)
+                let (p, r) = (refs(&prompts), refs(&responses));
+                self.lm.response_logprobs(&p, &r, temperature, false).map(|o| o.logprobs)
             })?;
             if old.size() != tb.mask.size() {
                 return Err(TrainError::Shape {
@@ -925,22 +948,24 @@ impl Trainer {
                 });
             }
             let behave = tb.behaviour_logp_for(&old)?;
-            minis.push(MiniBatch { groups: size, tb, seq, old, behave });
+            minis.push(MiniBatch { groups: size, tb, prompts, responses, old, behave });
         }
         let mut updates = Vec::with_capacity(m * self.cfg.rl.ppo_epochs);
         for epoch in 0..self.cfg.rl.ppo_epochs {
             for (index, mb) in minis.iter().enumerate() {
-                let cur = self.lm.response_logprobs(&mb.seq, &opts)?;
-                let mut inputs = mb.tb.loss_inputs(&cur.logprobs, &mb.old, &mb.behave);
-                if let Some(h) = cur.entropy.as_ref() {
-                    inputs = inputs.entropy(h);
-                }
-                let out = self.loss.loss(&inputs, &mb.tb.counts()?)?;
+                let cur = self.lm.response_logprobs(&refs(&mb.prompts), &refs(&mb.responses), temperature, true)?;
+                let out = {
+                    let mut inputs = mb.tb.loss_inputs(&cur.logprobs, &mb.old, &mb.behave);
+                    if let Some(h) = cur.entropy.as_ref() {
+                        inputs = inputs.entropy(h);
+                    }
+                    self.loss.loss(&inputs, &mb.tb.counts()?)?
+                };
                 if !out.metrics.loss.is_finite() {
                     return Err(TrainError::NonFinite { what: "loss".into(), step });
                 }
                 self.opt.zero_grad()?;
-                out.loss.f_backward()?;
+                self.lm.backward(cur, &out.loss)?;
                 let grad_norm = grad_norm(&self.lm.var_store().trainable_variables())?;
                 if !grad_norm.is_finite() {
                     self.opt.zero_grad()?;
@@ -1075,6 +1100,11 @@ impl Trainer {
 }
 
 /// The global L2 norm of the gradients of `vars` (0 when none is defined).
+/// Borrowed rows.
+fn refs(rows: &[Vec<i64>]) -> Vec<&[i64]> {
+    rows.iter().map(Vec::as_slice).collect()
+}
+
 fn grad_norm(vars: &[Tensor]) -> Result<f64> {
     let _g = tch::no_grad_guard();
     let sq: Vec<Tensor> = vars

@@ -185,7 +185,7 @@ fn the_builder_takes_a_callers_selector_tasks_and_policy() -> Result<()> {
     let lm = TransformerLm::new(&c.model.clone().d_model(32), tch::Device::Cpu, &mut rl_core::rng_from_seed(0))?;
     let want = lm.var_store().variables()["tok_emb.weight"].copy();
     let t = Trainer::builder(c.clone()).policy(lm).build()?;
-    ensure!(t.model().var_store().variables()["tok_emb.weight"].equal(&want));
+    ensure!(t.policy().var_store().variables()["tok_emb.weight"].equal(&want));
     ensure!(t.config().model.d_model == 32);
     let foreign = TransformerLm::new(
         &LmConfig::new(30, 32).d_model(32).n_layers(1),
@@ -209,13 +209,13 @@ fn lpo_trains_a_batch() -> Result<()> {
     c.loss.correction = None;
     let mut t = Trainer::new(c)?;
     t.warm_start(&mut |_, _| {})?;
-    let before = t.model().var_store().variables();
+    let before = t.policy().var_store().variables();
     let before: Vec<(String, tch::Tensor)> = before.iter().map(|(k, v)| (k.clone(), v.copy())).collect();
     let rec = t.step()?;
     ensure!(rec.batch_groups == 16 && rec.batch_effective > 0, "nothing to train: {} effective", rec.batch_effective);
     ensure!(rec.updates.len() == 4, "{} updates", rec.updates.len());
     ensure!(rec.metrics.get("loss/lpo_coef_l1").is_some_and(|v| v.is_finite() && v > 0.0), "{:?}", rec.metrics);
-    let after = t.model().var_store().variables();
+    let after = t.policy().var_store().variables();
     let moved = before.iter().filter(|(k, v)| after.get(k).is_some_and(|a| !a.equal(v))).count();
     ensure!(moved > 0, "no weight changed");
     Ok(())
@@ -315,7 +315,7 @@ fn bad_configs_and_checkpoints_are_typed_errors() -> Result<()> {
     let other = dir.path().join("other.safetensors");
     let mut c = tiny(0);
     c.model = c.model.clone().d_model(32);
-    Trainer::new(c)?.model().save(&other)?;
+    Trainer::new(c)?.policy().save(&other)?;
     let mut c = tiny(0);
     c.sft.init_checkpoint = Some(other);
     let mut t = Trainer::new(c)?;
@@ -383,7 +383,7 @@ fn config_round_trips_through_toml() -> Result<()> {
 fn trainers_built_concurrently_have_identical_initial_weights() -> Result<()> {
     let weights = |seed: u64| -> Result<Vec<(String, tch::Tensor)>> {
         let t = Trainer::new(tiny(seed))?;
-        let mut v: Vec<(String, tch::Tensor)> = t.model().var_store().variables().into_iter().collect();
+        let mut v: Vec<(String, tch::Tensor)> = t.policy().var_store().variables().into_iter().collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(v)
     };
@@ -445,7 +445,7 @@ fn an_interrupted_run_resumed_from_its_checkpoint_ends_identically() -> Result<(
     ensure!(sa.curve == sb.curve, "evaluations differ: {:?} vs {:?}", sa.curve, sb.curve);
     ensure!(sa.rollouts == sb.rollouts && sa.generated_effective_ratio == sb.generated_effective_ratio);
     ensure!(sa.batch_effective_ratio == sb.batch_effective_ratio);
-    let (wa, wb) = (a.model().var_store().variables(), b.model().var_store().variables());
+    let (wa, wb) = (a.policy().var_store().variables(), b.policy().var_store().variables());
     ensure!(wa.iter().all(|(k, v)| wb.get(k).is_some_and(|w| w.equal(v))), "final weights differ");
 
     // A checkpoint of another config or selector is refused and leaves the trainer unchanged.
