@@ -464,6 +464,13 @@ impl HfModel {
         Ok(x.f_linear::<Tensor>(self.lm_head_weight(), None)?)
     }
 
+    /// Logits `[B, V]` of the last position only (the LM head is applied to one position per
+    /// row, as transformers' `generate` does with `logits_to_keep = 1`).
+    pub(crate) fn last_logits(&self, ids: &Tensor, mask: &Tensor, cache: &mut KvCache) -> Result<Tensor> {
+        let h = self.hidden_states(ids, Some(mask), Some(cache))?.f_select(1, -1)?;
+        Ok(h.f_linear::<Tensor>(self.lm_head_weight(), None)?)
+    }
+
     /// The LM head matrix `[V, H]` (the embedding matrix when tied).
     pub fn lm_head_weight(&self) -> &Tensor {
         self.lm_head.as_ref().unwrap_or(&self.embed)
@@ -588,8 +595,7 @@ impl HfModel {
             let mut ids = input_ids.shallow_clone();
             let mut out = Vec::with_capacity(max_new_tokens as usize);
             for _ in 0..max_new_tokens {
-                let logits = self.forward(&ids, Some(&mask), Some(&mut cache))?;
-                let last = logits.f_select(1, -1)?;
+                let last = self.last_logits(&ids, &mask, &mut cache)?;
                 let next = last.f_argmax(-1, true)?;
                 mask = Tensor::f_cat(&[&mask, &next.f_ones_like()?], 1)?;
                 out.push(next.shallow_clone());
