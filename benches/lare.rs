@@ -172,5 +172,45 @@ fn encoders(c: &mut Criterion) {
     assert!(s.iter().zip(n.iter()).all(|(a, b)| (a - b).abs() < 1e-4));
 }
 
-criterion_group!(benches, decoder, encoders);
+/// What the sandbox's limits cost: one `call` outside a batch (its own sandbox thread), and the
+/// slowest built-in left (`contains` scanning a full 10 000-element array, element comparisons
+/// not counted as operations), which bounds how far past `max_wall_ms` a call can run.
+fn sandbox_limits(c: &mut Criterion) {
+    let mut g = configure(c);
+    let limits = SandboxLimits::default().check().unwrap();
+    let layout = Layout::new().scalar("cos_theta", "").scalar("sin_theta", "").scalar("theta_dot", "");
+    let spec = ScriptSpec {
+        source: PENDULUM.into(),
+        obs_layout: layout,
+        act_dim: 1,
+        n_factors: 3,
+        state_source: StateSource::Current,
+    };
+    let script = ScriptEncoder::new(spec, limits.clone()).unwrap();
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("pendulum_script_call_1_state", |b| {
+        b.iter(|| black_box(script.call(&[1.0, 0.0, 0.5], &[0.2]).unwrap()))
+    });
+    let scan = |n_scans: usize| {
+        let source = format!(
+            "fn evaluation_func(obs, act) {{ let a = []; a.pad(10000, 1.5); let n = 0;
+             for i in 0..{n_scans} {{ if a.contains(2.0) {{ n += 1; }} }} [n] }}"
+        );
+        let spec = ScriptSpec {
+            source,
+            obs_layout: Layout::new().scalar("x", ""),
+            act_dim: 1,
+            n_factors: 1,
+            state_source: StateSource::Current,
+        };
+        ScriptEncoder::new(spec, limits.clone()).unwrap()
+    };
+    let (zero, one) = (scan(0), scan(1));
+    g.bench_function("slowest_builtin_pad_10k_only", |b| b.iter(|| black_box(zero.call(&[0.0], &[0.0]).unwrap())));
+    g.bench_function("slowest_builtin_pad_10k_and_contains_10k", |b| {
+        b.iter(|| black_box(one.call(&[0.0], &[0.0]).unwrap()))
+    });
+}
+
+criterion_group!(benches, decoder, encoders, sandbox_limits);
 criterion_main!(benches);
