@@ -196,8 +196,10 @@ impl HfModel {
             let mut done = vec![false; b as usize];
             let (mut toks, mut lps, mut masks) = (Vec::new(), Vec::new(), Vec::new());
             for _ in 0..params.max_new_tokens {
-                let last =
-                    self.last_logits(&ids, &mask, &mut cache)?.f_to_kind(Kind::Float)?.f_div_scalar(params.temperature)?;
+                let last = self
+                    .last_logits(&ids, &mask, &mut cache)?
+                    .f_to_kind(Kind::Float)?
+                    .f_div_scalar(params.temperature)?;
                 let logp = last.f_log_softmax(-1, Kind::Float)?;
                 let next = if params.greedy {
                     last.f_argmax(-1, false)?
