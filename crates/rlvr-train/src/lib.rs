@@ -6,6 +6,7 @@
 //! | piece | crate |
 //! |---|---|
 //! | policy: small decoder-only transformer, KV-cached sampling, per-token log-probs | `rl-lm` |
+//! | or a Hugging Face decoder LLM with its tokenizer ([`HfPolicy`], an `[hf]` config table) | `rl-hf` |
 //! | tasks: Countdown / arithmetic pools, verifier (1 / 0.1 / 0), tokenizer, solver | `rlvr-tasks` |
 //! | prompt selection: uniform, DAPO dynamic sampling, MoPPS, DPS, GPS | `rlvr-select` |
 //! | POPO group replay (ineffective groups swapped for recent effective ones) | `rlvr-replay` |
@@ -19,6 +20,9 @@
 //! evaluations along the way. Every step's metrics (rewards, effective-group ratios, replay
 //! and loss statistics, wall time split into generation / scoring / selection / loss) come
 //! back as a [`StepRecord`].
+//!
+//! The trainer drives any [`Policy`] (`rl-lm`'s transformer, [`HfPolicy`], or yours, through
+//! [`TrainerBuilder::policy`]).
 //!
 //! Configuration is one serde struct, [`RunConfig`], loadable from TOML. The `rlvr_demo`
 //! example of the `frugal-rl` facade is the command-line front end (`make demo`); see
