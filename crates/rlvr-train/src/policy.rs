@@ -112,7 +112,8 @@ pub trait Policy: Send + std::fmt::Debug {
     /// # Errors
     /// Text the tokenizer cannot encode.
     fn encode_prompt(&self, text: &str) -> Result<Vec<i64>>;
-    /// A supervised completion: the ids of `text` followed by the stop token.
+    /// A supervised completion: the ids of `text` followed by the stop token (an HF
+    /// tokenizer's `eos_token`).
     ///
     /// # Errors
     /// Text the tokenizer cannot encode.
@@ -318,6 +319,7 @@ pub struct HfPolicy {
     tokenizer: HfTokenizer,
     cfg: HfPolicyConfig,
     stop_ids: Vec<i64>,
+    eos: i64,
     pad_id: i64,
     bos: Option<i64>,
 }
@@ -373,7 +375,7 @@ impl HfPolicy {
         }
         let pad_id = tokenizer.pad().map_or(eos, |(_, id)| id);
         let bos = tokenizer.bos().map(|(_, id)| id);
-        Ok(Self { model, tokenizer, cfg, stop_ids, pad_id, bos })
+        Ok(Self { model, tokenizer, cfg, stop_ids, eos, pad_id, bos })
     }
 
     /// The model.
@@ -455,7 +457,7 @@ impl Policy for HfPolicy {
     }
     fn encode_completion(&self, text: &str) -> Result<Vec<i64>> {
         let mut ids = self.tokenizer.encode(text, false)?;
-        ids.push(self.stop_ids.first().copied().unwrap_or(self.pad_id));
+        ids.push(self.eos);
         Ok(ids)
     }
     fn completion_text(&self, ids: &[i64]) -> std::result::Result<String, MalformedReason> {

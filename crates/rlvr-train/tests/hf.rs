@@ -163,6 +163,10 @@ fn bad_hf_configs_are_typed_errors() -> Result<()> {
     ensure!(matches!(HfPolicy::new(small, tok, HfPolicyConfig::new(fixture())), Err(TrainError::InvalidConfig { .. })));
     // Generation that never stops is malformed, not a panic.
     let policy = HfPolicy::load(&HfPolicyConfig::new(fixture()), Device::Cpu)?;
+    // Warm-start targets end with the tokenizer's eos_token (<|im_end|>, id 2), whatever the
+    // other stop ids.
+    ensure!(policy.encode_completion("3+4")?.last() == Some(&2));
+    ensure!(policy.stop_ids().contains(&2));
     ensure!(policy.completion_text(&[40, 41]).is_err());
     ensure!(policy.completion_text(&[40, 41, 2]).is_ok());
     ensure!(policy.completion_text(&[40, 100_000, 2]).is_err());
