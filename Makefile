@@ -37,6 +37,7 @@ test: provision provision-mujoco
 	@# aigb's simulator, rule-based bidders, data and evaluation build without libtorch
 	@if $(CARGO) tree -p aigb --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "aigb without default features depends on tch"; exit 1; fi
 	@$(MAKE) --no-print-directory test-examples
+	@$(MAKE) --no-print-directory test-python
 
 # Every example at a tiny size, so CI keeps them working.
 test-examples: provision provision-mujoco
@@ -134,3 +135,14 @@ bench: provision
 
 clean-cache:
 	rm -rf "$(FRUGAL_CACHE)" .libtorch .mujoco
+
+# The Python wheel (crates/frugal-rl-py, python/; docs/python.md): maturin from PyPI in a build
+# venv under $(FRUGAL_CACHE); the abi3 wheel lands in target/wheels.
+.PHONY: wheel test-python
+wheel: provision
+	@py=$$(scripts/python_venvs.sh build) && cd python && $$(dirname $$py)/maturin build --release --quiet -i $$py --out ../target/wheels
+
+# Installs the wheel into a fresh venv (import check), then runs python/tests in the TRL and verl
+# test venvs; the last line gives the counts.
+test-python: wheel
+	@CARGO=$(CARGO) scripts/test_python.sh
