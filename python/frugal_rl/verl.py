@@ -29,7 +29,9 @@ subclass, ``v1/replay_buffer.py``, picks which *terminal groups currently in Tra
 enter the batch; it has no way to keep an evicted group of an earlier step, with its rollout
 log-probs, and re-insert it, and the policy loss receives ``rollout_is_weights`` rather than the
 stored behaviour log-probs, so POPO's decoupled correction ``pi_prox / mu`` cannot be formed
-from what the loss sees); LPO/POPO losses as ``register_policy_loss`` functions (not written).
+from what the loss sees); LPO/POPO losses as ``register_policy_loss`` functions (not written:
+LPO's listwise softmax needs each response's group, which verl's policy loss is not given, and
+its micro-batches may split groups).
 Nothing here starts Ray; the end-to-end verl run (Ray, vLLM/SGLang) was not run.
 
 Written against verl 0.9.1's sources (read, not copied); engines.md §2 has the line numbers.

@@ -95,6 +95,12 @@ def test_bad_input_raises_typed_errors_with_messages():
         fr.Selector("dpz", n_items=10)
     with pytest.raises(fr.InvalidParameterError, match="n_items"):
         fr.Selector("dps")
+    with pytest.raises(fr.InvalidParameterError, match="budget"):
+        fr.Selector("dps", n_items=10**13)  # would abort the interpreter on allocation
+    with pytest.raises(fr.OutcomeError, match="group size 0"):
+        sel.observe([1], np.zeros((1, 0)))
+    with pytest.raises(fr.ShapeError, match="integers"):
+        sel.select(1, candidates=np.array([1.5, 2.0]))
     with pytest.raises(fr.StateError):
         sel.load_state(b"{not json")
     with pytest.raises(fr.StateError):
@@ -109,6 +115,9 @@ def test_bad_input_raises_typed_errors_with_messages():
         sel.select(1, candidates="abc")
     # all of them are FrugalError and ValueError
     assert issubclass(fr.IdError, fr.FrugalError) and issubclass(fr.FrugalError, ValueError)
+    for name in ("FrugalError", "OutcomeError", "StateError", "IdError"):
+        assert getattr(fr, name).__module__ == "frugal_rl"
+
 
 
 def test_rollout_based_selectors_use_the_oracle():

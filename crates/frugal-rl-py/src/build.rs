@@ -95,6 +95,35 @@ where
     })
 }
 
+/// The most memory a per-prompt selector may allocate: half of `MemTotal` in `/proc/meminfo`
+/// (Linux), else 64 GiB. Dps/Mopps allocate their whole pool up front, and an allocation that
+/// cannot be served aborts the process (a Python interpreter included), so it is checked first.
+pub fn memory_budget() -> u64 {
+    let total = std::fs::read_to_string("/proc/meminfo").ok().and_then(|s| {
+        s.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|kb| kb.parse::<u64>().ok())
+    });
+    total.map_or(64 << 30, |kb| kb.saturating_mul(1024) / 2)
+}
+
+fn check_pool(n: usize, bytes_per_prompt: usize) -> Result<usize, SelectError> {
+    let need = (n as u64).saturating_mul(bytes_per_prompt as u64);
+    let budget = memory_budget();
+    if need > budget {
+        return Err(SelectError::InvalidParameter {
+            name: "n_items".into(),
+            value: n.to_string(),
+            reason: format!(
+                "needs {need} bytes ({bytes_per_prompt} per prompt), more than the budget of {budget} bytes \
+                 (half of this machine's memory)"
+            ),
+        });
+    }
+    Ok(n)
+}
+
 /// Builds a selector of `kind` with `params` (a JSON object overlaid on the kind's defaults,
 /// or `null`) for a pool of `n_items` prompts (required by `dps` and `mopps`).
 ///
@@ -114,8 +143,14 @@ pub fn selector_from_json(
         })
     };
     Ok(match kind {
-        SelectorKind::Dps => Box::new(Dps::new(merged(DpsParams::default(), params)?, need()?)?),
-        SelectorKind::Mopps => Box::new(Mopps::new(merged(MoppsParams::default(), params)?, need()?)?),
+        SelectorKind::Dps => {
+            let n = check_pool(need()?, Dps::bytes_per_prompt())?;
+            Box::new(Dps::new(merged(DpsParams::default(), params)?, n)?)
+        }
+        SelectorKind::Mopps => {
+            let n = check_pool(need()?, Mopps::bytes_per_prompt())?;
+            Box::new(Mopps::new(merged(MoppsParams::default(), params)?, n)?)
+        }
         SelectorKind::Uniform => {
             if !matches!(params, Value::Null) && params.as_object().is_none_or(|o| !o.is_empty()) {
                 return Err(SelectError::InvalidParameter {
@@ -158,6 +193,7 @@ mod tests {
         assert!(selector_from_json(SelectorKind::Dps, Some(10), &typo).is_err());
         assert!(selector_from_json(SelectorKind::Dps, None, &Value::Null).is_err());
         assert!(selector_from_json(SelectorKind::Uniform, None, &serde_json::json!({"x": 1})).is_err());
+        assert!(selector_from_json(SelectorKind::Dps, Some(usize::MAX / 2), &Value::Null).is_err());
         let ok = serde_json::json!({"decay": 0.5});
         assert!(selector_from_json(SelectorKind::Dps, Some(10), &ok).is_ok());
         Ok(())

@@ -22,7 +22,7 @@ pyo3::create_exception!(frugal_rl, InvalidParameterError, FrugalError, "A parame
 pyo3::create_exception!(frugal_rl, BatchSizeError, FrugalError, "A batch size of 0 or larger than the candidates.");
 pyo3::create_exception!(frugal_rl, IdError, FrugalError, "An unknown or duplicate prompt id.");
 pyo3::create_exception!(
-    _native,
+    frugal_rl,
     OutcomeError,
     FrugalError,
     "Bad rewards: NaN/inf, outside [0, 1], empty or mismatched groups."
