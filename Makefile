@@ -27,13 +27,13 @@ test: provision provision-mujoco
 	@# rl-envs' MuJoCo environments (locomotion, MuJoCo point maze) against their golden rollouts
 	$(CARGO) test -p rl-envs --features mujoco
 	@# the tch-free crates must build and pass without libtorch features
-	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay -p aigb --no-default-features
+	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay -p rlvr-rollout -p aigb --no-default-features
 	@# the facade gives DPS/MoPPS + POPO + every advantage estimator without libtorch
-	$(CARGO) build --no-default-features --features rlvr-select,rlvr-replay
-	@# rl-core, rl-envs, rlvr-core's core, rlvr-replay and the tch-free facade features must not link libtorch
-	@for c in rl-core rl-envs rlvr-replay; do if $(CARGO) tree -p $$c -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "$$c depends on tch"; exit 1; fi; done
+	$(CARGO) build --no-default-features --features rlvr-select,rlvr-replay,rlvr-rollout
+	@# rl-core, rl-envs, rlvr-core's core, rlvr-replay, rlvr-rollout and the tch-free facade features must not link libtorch
+	@for c in rl-core rl-envs rlvr-replay rlvr-rollout; do if $(CARGO) tree -p $$c -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "$$c depends on tch"; exit 1; fi; done
 	@if $(CARGO) tree -p rlvr-core --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rlvr-core --no-default-features depends on tch"; exit 1; fi
-	@if $(CARGO) tree --no-default-features --features rlvr-select,rlvr-replay -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "facade rlvr-select,rlvr-replay depends on tch"; exit 1; fi
+	@if $(CARGO) tree --no-default-features --features rlvr-select,rlvr-replay,rlvr-rollout -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "facade rlvr-select,rlvr-replay,rlvr-rollout depends on tch"; exit 1; fi
 	@# aigb's simulator, rule-based bidders, data and evaluation build without libtorch
 	@if $(CARGO) tree -p aigb --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "aigb without default features depends on tch"; exit 1; fi
 	@$(MAKE) --no-print-directory test-examples
@@ -95,7 +95,7 @@ lint: provision provision-mujoco
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features full -- -D warnings
 	$(CARGO) clippy -p rl-envs --all-targets --features mujoco -- -D warnings
-	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay -p aigb --all-targets --no-default-features -- -D warnings
+	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay -p rlvr-rollout -p aigb --all-targets --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p rl-envs --no-deps --features mujoco
 

@@ -13,6 +13,7 @@
 //! | `rl-lm` | [`rl_lm`] | small decoder-only transformer policy: KV-cached sampling with behaviour log-probs, training log-probs, safetensors checkpoints |
 //! | `rl-hf` | [`rl_hf`] | Hugging Face decoder LLMs (Qwen2/2.5, Qwen3, Llama 3.x): strict loading, tokenizer and chat template, KV-cached sampling, memory-bounded training log-probs, `save_pretrained` |
 //! | `rlvr-tasks` | [`rlvr_tasks`] | Countdown and multi-digit arithmetic: graded generators, exact verifiers, solvers, character tokenizer (tch-free) |
+//! | `rlvr-rollout` | [`rlvr_rollout`] | rollouts from an inference engine: the `RolloutEngine` trait, a vLLM OpenAI-server client (several servers, bounded in-flight requests, timeouts, retries, typed errors), weight sync by disk with a log-prob probe (tch-free) |
 //! | `rlvr-train` | [`rlvr_train`] | the end-to-end RLVR loop: warm start, group rollouts, selection, POPO replay, any loss, held-out pass@k |
 //! | `rl-envs` | [`rl_envs`] | environments matched to gymnasium step for step (classic control, point mazes, particle worlds) and wrappers (tch-free) |
 //! | `rl-agents` | [`rl_agents`] | online SAC, TD3 and PPO with published defaults, replay buffer, fused critic ensembles, training loop, evaluation |
@@ -46,6 +47,8 @@ pub use rl_nn as nn;
 pub use rlvr_core;
 #[cfg(feature = "rlvr-replay")]
 pub use rlvr_replay;
+#[cfg(feature = "rlvr-rollout")]
+pub use rlvr_rollout;
 #[cfg(feature = "rlvr-select")]
 pub use rlvr_select;
 #[cfg(feature = "rlvr-tasks")]
