@@ -22,7 +22,9 @@
 //! back as a [`StepRecord`].
 //!
 //! The trainer drives any [`Policy`] (`rl-lm`'s transformer, [`HfPolicy`], or yours, through
-//! [`TrainerBuilder::policy`]).
+//! [`TrainerBuilder::policy`]). [`PolicyEngine`] serves a policy as an `rlvr-rollout`
+//! [`RolloutEngine`](rlvr_rollout::RolloutEngine), the trait vLLM's client implements too (the
+//! trainer itself still samples from its own policy; docs/rlvr-rollout.md).
 //!
 //! Configuration is one serde struct, [`RunConfig`], loadable from TOML. The `rlvr_demo`
 //! example of the `frugal-rl` facade is the command-line front end (`make demo`); see
@@ -47,6 +49,7 @@
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod config;
+pub mod engine;
 mod error;
 pub mod eval;
 pub mod policy;
@@ -57,6 +60,7 @@ mod tasks;
 mod trainer;
 
 pub use config::{EvalConfig, MixedPool, RlConfig, RunConfig, SelectorConfig, SftConfig, TaskConfig};
+pub use engine::PolicyEngine;
 pub use error::{Result, TrainError};
 pub use eval::{pass_at_k, EvalReport};
 pub use policy::{Generated, HfPolicy, HfPolicyConfig, Policy, PolicySource, ResponseLogProbs, Sampling};
