@@ -66,11 +66,12 @@ impl<P: Policy> RolloutEngine for PolicyEngine<P> {
                 reason: "the in-process policies sample without a top-k cut".into(),
             });
         }
-        if !s.stop_token_ids.is_empty() {
+        let own = self.policy.stop_token_ids();
+        if let Some(id) = s.stop_token_ids.iter().find(|&&id| !own.contains(&i64::from(id))) {
             return Err(RolloutError::InvalidParameter {
                 name: "sampling.stop_token_ids".into(),
-                value: format!("{:?}", s.stop_token_ids),
-                reason: "an in-process policy stops on its own stop ids only".into(),
+                value: id.to_string(),
+                reason: format!("an in-process policy stops on its own stop ids only ({own:?})"),
             });
         }
         let sampling = Sampling { max_new_tokens: i64::from(s.max_tokens), temperature: s.temperature, top_p: s.top_p };

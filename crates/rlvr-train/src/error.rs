@@ -113,6 +113,10 @@ pub enum TrainError {
     /// Plot rendering.
     #[error("plot: {0}")]
     Plot(String),
+    /// A rollout engine ([`rlvr_rollout::RolloutEngine`]) failed: a server down or slow, a
+    /// malformed answer, a weight sync whose probe found stale weights.
+    #[error(transparent)]
+    Rollout(#[from] rlvr_rollout::RolloutError),
 }
 
 /// `Result` with [`TrainError`].

@@ -125,6 +125,11 @@ pub trait Policy: Send + std::fmt::Debug {
     fn completion_text(&self, ids: &[i64]) -> std::result::Result<String, MalformedReason>;
     /// The id responses are right-padded with in training batches.
     fn pad_id(&self) -> i64;
+    /// The ids that end a response when the policy samples (what an inference engine is
+    /// asked to stop on, [`rlvr_rollout::SamplingParams::stop_token_ids`]); none by default.
+    fn stop_token_ids(&self) -> Vec<i64> {
+        Vec::new()
+    }
     /// Samples one response per prompt (without gradient), drawing from `rng`.
     ///
     /// # Errors
@@ -210,6 +215,9 @@ impl Policy for TransformerLm {
     }
     fn pad_id(&self) -> i64 {
         CharTokenizer::PAD
+    }
+    fn stop_token_ids(&self) -> Vec<i64> {
+        vec![CharTokenizer::EOS]
     }
     fn generate(&self, prompts: &[&[i64]], s: &Sampling, rng: &mut dyn RngCore) -> Result<Generated> {
         let params = SamplingParams::new(s.max_new_tokens)
@@ -472,6 +480,9 @@ impl Policy for HfPolicy {
     }
     fn pad_id(&self) -> i64 {
         self.pad_id
+    }
+    fn stop_token_ids(&self) -> Vec<i64> {
+        self.stop_ids.clone()
     }
     fn generate(&self, prompts: &[&[i64]], s: &Sampling, rng: &mut dyn RngCore) -> Result<Generated> {
         let owned: Vec<Vec<i64>> = prompts.iter().map(|p| p.to_vec()).collect();

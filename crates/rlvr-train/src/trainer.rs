@@ -2,7 +2,7 @@
 //! the loss, step the optimizer, feed the outcomes back to the selector.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use rand::seq::SliceRandom;
@@ -27,9 +27,10 @@ use crate::config::{RunConfig, SelectorConfig};
 use crate::error::{Result, TrainError};
 use crate::eval::{evaluate, EvalReport};
 use crate::policy::{HfPolicy, Policy, PolicySource, Sampling};
-use crate::rollout::{rollout, sampling_params, GroupSampling, RolloutGroup, RolloutTimes};
+use crate::rollout::{rollout_via, sampling_params, GroupSampling, RolloutGroup, RolloutTimes};
 use crate::sft::warm_start;
 use crate::TaskSet;
+use rlvr_rollout::{LogProbProbe, RolloutEngine, WeightUpdate, WeightVersion};
 
 /// Rollouts spent so far.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -220,6 +221,8 @@ impl TimeSplit {
 /// of generating again.
 struct PolicyOracle<'a> {
     lm: &'a dyn Policy,
+    engine: Option<&'a mut dyn RolloutEngine>,
+    oldest: Option<WeightVersion>,
     tasks: &'a TaskSet,
     sampling: &'a Sampling,
     generated: HashMap<ItemId, RolloutGroup>,
@@ -236,8 +239,13 @@ impl RolloutOracle for PolicyOracle<'_> {
             .iter()
             .map(|&id| self.tasks.train_index(id).map_err(|_| rlvr_select::SelectError::UnknownId { id, n_items: n }))
             .collect::<rlvr_select::Result<_>>()?;
-        let groups = rollout(
+        let (groups, oldest) = rollout_via(
             self.lm,
+            // a reborrow with the trait object's lifetime shortened to this call's
+            match &mut self.engine {
+                Some(e) => Some(&mut **e),
+                None => None,
+            },
             self.tasks,
             &self.tasks.train,
             &indices,
@@ -246,6 +254,7 @@ impl RolloutOracle for PolicyOracle<'_> {
             &mut self.times,
         )
         .map_err(|e| rlvr_select::SelectError::Oracle(e.to_string()))?;
+        self.oldest = min_version(self.oldest, oldest);
         let mut out = Vec::with_capacity(groups.len());
         for g in groups {
             self.spent += g.k() as u64;
@@ -259,6 +268,25 @@ impl RolloutOracle for PolicyOracle<'_> {
     fn rollouts_spent(&self) -> u64 {
         self.spent
     }
+}
+
+fn min_version(a: Option<WeightVersion>, b: Option<WeightVersion>) -> Option<WeightVersion> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, None) => x,
+        (None, y) => y,
+    }
+}
+
+/// A rollout engine attached with [`Trainer::attach_engine`], and where its weights go.
+struct EngineLink {
+    engine: Box<dyn RolloutEngine>,
+    dir: PathBuf,
+    tolerance: f64,
+    /// The trainer step whose (pre-update) weights the engine serves, and their version.
+    served: Option<(u64, WeightVersion)>,
+    /// The last weights written for the engine (removed once the next sync succeeded).
+    last_path: Option<PathBuf>,
 }
 
 /// The whole pipeline for one run: tasks, policy, selector, replay buffer, loss, optimizer.
@@ -296,6 +324,7 @@ pub struct Trainer {
     warm_start_seconds: f64,
     warm_started: bool,
     curve: Vec<EvalPoint>,
+    engine: Option<EngineLink>,
 }
 
 /// Kind and format version of a trainer checkpoint directory (`state.json`).
@@ -512,6 +541,7 @@ impl TrainerBuilder {
             warm_start_seconds: 0.0,
             warm_started: false,
             curve: Vec::new(),
+            engine: None,
         })
     }
 }
@@ -529,6 +559,89 @@ impl Trainer {
     /// A builder starting from `cfg`.
     pub fn builder(cfg: RunConfig) -> TrainerBuilder {
         TrainerBuilder { cfg, selector: None, tasks: None, policy: None }
+    }
+
+    /// Generates every rollout (selection's and the training batch's) with `engine` from now
+    /// on, instead of sampling from the trainer's own policy. Before each step the trainer
+    /// writes its weights into a fresh path under `sync_dir` ([`Policy::save`]: an HF directory
+    /// for [`HfPolicy`], a safetensors file for `rl-lm`), syncs the engine to them with a
+    /// log-prob probe (the first training prompt followed by the second, teacher-forced at
+    /// T = 1, compared within `probe_tolerance`) and removes the previous path once the sync
+    /// succeeded. The loss then takes the engine's log-probs as the behaviour policy of fresh
+    /// rows too (POPO's decoupled correction, when `loss.correction` is set), and the step's
+    /// metrics report `engine/logprob_abs_diff_mean` / `_max` (engine vs. the trainer's
+    /// recomputation on the same tokens), `engine/version`, `engine/staleness` (versions
+    /// behind the synced one: 0 in this synchronous loop) and `engine/sync_seconds`.
+    ///
+    /// The engine's random streams are seeded from the trainer's rollout stream, so a run with
+    /// an engine is reproducible for a deterministic engine, but differs from a run without.
+    /// Engines are not part of checkpoints: attach one again after [`Trainer::resume`].
+    ///
+    /// # Errors
+    /// A `probe_tolerance` that is not finite and > 0; `sync_dir` not creatable.
+    pub fn attach_engine(
+        &mut self,
+        engine: Box<dyn RolloutEngine>,
+        sync_dir: impl Into<PathBuf>,
+        probe_tolerance: f64,
+    ) -> Result<()> {
+        if !(probe_tolerance.is_finite() && probe_tolerance > 0.0) {
+            return Err(crate::error::invalid("engine.probe_tolerance", probe_tolerance, "must be finite and > 0"));
+        }
+        let dir = sync_dir.into();
+        std::fs::create_dir_all(&dir).map_err(crate::error::io(format!("creating {}", dir.display())))?;
+        self.engine = Some(EngineLink { engine, dir, tolerance: probe_tolerance, served: None, last_path: None });
+        Ok(())
+    }
+
+    /// Detaches the engine (the trainer samples from its own policy again).
+    pub fn detach_engine(&mut self) -> Option<Box<dyn RolloutEngine>> {
+        self.engine.take().map(|l| l.engine)
+    }
+
+    /// The attached engine.
+    pub fn engine(&self) -> Option<&dyn RolloutEngine> {
+        self.engine.as_ref().map(|l| l.engine.as_ref())
+    }
+
+    /// Syncs the engine to the current weights unless it serves them already; the seconds it
+    /// took and the version it serves.
+    fn sync_engine(&mut self) -> Result<Option<(f64, WeightVersion)>> {
+        let step = self.step;
+        let Some(link) = self.engine.as_mut() else { return Ok(None) };
+        if let Some((s, v)) = link.served {
+            if s == step {
+                return Ok(Some((0.0, v)));
+            }
+        }
+        let t0 = Instant::now();
+        let version = WeightVersion(link.engine.weight_version().0 + 1);
+        let path = link.dir.join(format!("v{}", version.0));
+        self.lm.save(&path)?;
+        let to_u32 = |t: &i64| {
+            u32::try_from(*t).map_err(|_| crate::error::invalid("probe token", t, "token ids must fit in u32"))
+        };
+        let n = self.tasks.train.len();
+        let prompt = self.tasks.train.tokens(0).ok_or(TrainError::UnknownPrompt { id: 0, n })?;
+        let cont = self.tasks.train.tokens(1 % n.max(1)).ok_or(TrainError::UnknownPrompt { id: 1, n })?;
+        let expected = tch::no_grad(|| -> Result<Vec<f64>> {
+            let out = self.lm.response_logprobs(&[prompt], &[cont], 1.0, false)?;
+            let flat = Vec::<f32>::try_from(out.logprobs.f_to_kind(Kind::Float)?.f_flatten(0, -1)?)?;
+            Ok(flat.into_iter().map(f64::from).collect())
+        })?;
+        let probe = LogProbProbe {
+            prompt: prompt.iter().map(to_u32).collect::<Result<_>>()?,
+            continuation: cont.iter().map(to_u32).collect::<Result<_>>()?,
+            expected,
+            tolerance: link.tolerance,
+        };
+        link.engine.sync_weights(&WeightUpdate { version, dir: &path, probe: &probe })?;
+        if let Some(old) = link.last_path.replace(path) {
+            let removed = if old.is_dir() { std::fs::remove_dir_all(&old) } else { std::fs::remove_file(&old) };
+            removed.map_err(crate::error::io(format!("removing the engine's previous weights {}", old.display())))?;
+        }
+        link.served = Some((step, version));
+        Ok(Some((t0.elapsed().as_secs_f64(), version)))
     }
 
     /// The config.
@@ -735,12 +848,16 @@ impl Trainer {
         let k = self.cfg.rl.group_size;
         let b = self.cfg.rl.batch_prompts;
         let t_step = Instant::now();
+        // 0. An attached engine serves the current weights (synced and probed).
+        let synced = self.sync_engine()?;
 
         // 1. Selection (rollout-based selectors generate through the oracle).
         let t_sel = Instant::now();
         let candidates = self.source.next_candidates(b, &mut self.select_rng)?;
         let mut oracle = PolicyOracle {
             lm: self.lm.as_ref(),
+            engine: self.engine.as_mut().map(|l| l.engine.as_mut() as &mut dyn RolloutEngine),
+            oldest: None,
             tasks: &self.tasks,
             sampling: &self.sampling,
             generated: HashMap::new(),
@@ -753,7 +870,7 @@ impl Trainer {
         let sel_elapsed = t_sel.elapsed();
         let mut times = oracle.times;
         let sel_inner = times.generation + times.scoring;
-        let (sel_spent, mut generated) = (oracle.spent, oracle.generated);
+        let (sel_spent, mut generated, mut oldest) = (oracle.spent, oracle.generated, oracle.oldest);
         self.generated.merge(&oracle.counts);
 
         // 2. Rollouts for the selected prompts that selection did not generate.
@@ -763,8 +880,9 @@ impl Trainer {
             .filter(|id| !generated.contains_key(id))
             .map(|&id| self.tasks.train_index(id))
             .collect::<Result<_>>()?;
-        let fresh = rollout(
+        let (fresh, fresh_oldest) = rollout_via(
             self.lm.as_ref(),
+            self.engine.as_mut().map(|l| l.engine.as_mut() as &mut dyn RolloutEngine),
             &self.tasks,
             &self.tasks.train,
             &todo,
@@ -772,6 +890,7 @@ impl Trainer {
             &mut self.rollout_rng,
             &mut times,
         )?;
+        oldest = min_version(oldest, fresh_oldest);
         self.counts.train += (todo.len() * k) as u64;
         self.counts.selection += sel_spent;
         for g in &fresh {
@@ -876,6 +995,12 @@ impl Trainer {
         metrics.insert("time/scoring", split.scoring);
         metrics.insert("time/selection", split.selection);
         metrics.insert("time/loss", split.loss);
+        if let Some((seconds, version)) = synced {
+            metrics.insert("engine/version", version.0 as f64);
+            metrics.insert("engine/sync_seconds", seconds);
+            let behind = oldest.map_or(0, |o| version.0.saturating_sub(o.0));
+            metrics.insert("engine/staleness", behind as f64);
+        }
         metrics.insert("time/step", t_step.elapsed().as_secs_f64());
         self.step += 1;
         Ok(StepRecord {
@@ -909,6 +1034,9 @@ impl Trainer {
         let mut order: Vec<usize> = (0..n).collect();
         order.shuffle(&mut self.ppo_rng);
         let temperature = self.cfg.rl.temperature;
+        let engine_rows = self.engine.is_some();
+        // (sum |engine − trainer| over fresh tokens, fresh tokens, max)
+        let mut mismatch = (0.0f64, 0.0f64, 0.0f64);
         let mut minis = Vec::with_capacity(m);
         let mut at = 0;
         for i in 0..m {
@@ -947,7 +1075,20 @@ impl Trainer {
                     got: old.size(),
                 });
             }
-            let behave = tb.behaviour_logp_for(&old)?;
+            let behave = if engine_rows {
+                // The engine's log-probs are the behaviour policy of every row; the fresh rows'
+                // distance to the trainer's recomputation is the engine/trainer mismatch.
+                let stored = tb.behave_logp.f_to_device(device)?.f_to_kind(Kind::Float)?;
+                let fresh = tb.replayed.f_logical_not()?.f_unsqueeze(1)?.f_to_kind(Kind::Float)?.f_to_device(device)?;
+                let m = tb.mask.f_to_kind(Kind::Float)?.f_mul(&fresh)?;
+                let diff = stored.f_sub(&old.f_detach()?.f_to_kind(Kind::Float)?)?.f_abs()?.f_mul(&m)?;
+                mismatch.0 += diff.f_sum(Kind::Double)?.f_double_value(&[])?;
+                mismatch.1 += m.f_sum(Kind::Double)?.f_double_value(&[])?;
+                mismatch.2 = mismatch.2.max(diff.f_max()?.f_double_value(&[])?);
+                stored
+            } else {
+                tb.behaviour_logp_for(&old)?
+            };
             minis.push(MiniBatch { groups: size, tb, prompts, responses, old, behave });
         }
         let mut updates = Vec::with_capacity(m * self.cfg.rl.ppo_epochs);
@@ -975,6 +1116,10 @@ impl Trainer {
                 self.opt.step()?;
                 updates.push(UpdateStats { epoch, mini_batch: index, groups: mb.groups, grad_norm, loss: out.metrics });
             }
+        }
+        if engine_rows && mismatch.1 > 0.0 {
+            metrics.insert("engine/logprob_abs_diff_mean", mismatch.0 / mismatch.1);
+            metrics.insert("engine/logprob_abs_diff_max", mismatch.2);
         }
         let k = updates.len().max(1) as f64;
         let mean = |f: &dyn Fn(&UpdateStats) -> f64| updates.iter().map(f).sum::<f64>() / k;

@@ -70,7 +70,7 @@ fn options_the_policy_lacks_are_refused() -> Result<()> {
     let ps = prompts(e.policy())?;
     for (s, field) in [
         (SamplingParams::default().top_k(Some(4)).check()?, "sampling.top_k"),
-        (SamplingParams::default().stop_token_ids(vec![3]).check()?, "sampling.stop_token_ids"),
+        (SamplingParams::default().stop_token_ids(vec![CharTokenizer::PAD as u32]).check()?, "sampling.stop_token_ids"),
     ] {
         match e.generate(&GenerateRequest { prompts: &ps, n: 1, sampling: &s, seed: 0 }) {
             Err(RolloutError::InvalidParameter { name, .. }) => ensure!(name == field),
@@ -80,6 +80,9 @@ fn options_the_policy_lacks_are_refused() -> Result<()> {
     let s = SamplingParams::default().check()?;
     let e2 = e.generate(&GenerateRequest { prompts: &ps, n: 0, sampling: &s, seed: 0 });
     ensure!(matches!(e2, Err(RolloutError::InvalidParameter { .. })));
+    // its own stop id is accepted
+    let own = SamplingParams::default().stop_token_ids(vec![CharTokenizer::EOS as u32]).max_tokens(4).check()?;
+    ensure!(e.generate(&GenerateRequest { prompts: &ps, n: 1, sampling: &own, seed: 0 }).is_ok());
     Ok(())
 }
 
@@ -116,5 +119,110 @@ fn sync_loads_the_new_weights_and_a_stale_probe_is_refused() -> Result<()> {
     // versions only move forward
     let again = e.sync_weights(&WeightUpdate { version: WeightVersion(1), dir: &path, probe: &good });
     ensure!(matches!(again, Err(RolloutError::InvalidParameter { .. })));
+    Ok(())
+}
+
+/// Countdown with two numbers (level 0), train.rs's tiny model and warm start (partial
+/// accuracy, so groups are mixed), POPO replay, DPS.
+fn tiny_run() -> rlvr_train::RunConfig {
+    use rlvr_tasks::{Family, PoolParams};
+    let mut c = rlvr_train::RunConfig { seed: 5, device: "cpu".into(), ..rlvr_train::RunConfig::default() };
+    c.task.pool = PoolParams::new(Family::Countdown, 5).levels([0]);
+    c.task.train_prompts = 100;
+    c.task.eval_prompts = 8;
+    c.model = LmConfig::new(CharTokenizer::VOCAB_SIZE, 32).d_model(48).n_layers(2).n_heads(4).d_ff(192);
+    c.sft.steps = 60;
+    c.sft.batch_size = 32;
+    c.rl.steps = 3;
+    c.rl.batch_prompts = 8;
+    c.rl.group_size = 8;
+    c.rl.lr = 1e-3;
+    c.rl.max_new_tokens = 10;
+    c.eval.every = 100;
+    c.eval.samples = 2;
+    c.eval.k = 2;
+    c.replay = Some(rlvr_replay::ReplayParams::new(8));
+    c.selector = rlvr_train::SelectorConfig::Dps { params: rlvr_select::DpsParams::default() };
+    c
+}
+
+/// A policy of the run's architecture with its own (other) initial weights.
+fn replica(cfg: &rlvr_train::RunConfig, seed: u64) -> Result<TransformerLm> {
+    Ok(TransformerLm::new(&cfg.model, Device::Cpu, &mut rl_core::rng_from_seed(seed))?)
+}
+
+/// An engine that ignores new weights: it reloads the weights it started with (so its probe
+/// sees the old policy).
+#[derive(Debug)]
+struct Frozen {
+    inner: PolicyEngine<TransformerLm>,
+    own: std::path::PathBuf,
+}
+
+impl RolloutEngine for Frozen {
+    fn generate(&mut self, r: &GenerateRequest<'_>) -> rlvr_rollout::Result<rlvr_rollout::Generation> {
+        self.inner.generate(r)
+    }
+    fn sync_weights(&mut self, u: &WeightUpdate<'_>) -> rlvr_rollout::Result<()> {
+        self.inner.sync_weights(&WeightUpdate { dir: &self.own, ..*u })
+    }
+    fn weight_version(&self) -> WeightVersion {
+        self.inner.weight_version()
+    }
+}
+
+#[test]
+fn the_trainer_generates_through_an_attached_engine_and_reports_the_mismatch() -> Result<()> {
+    let cfg = tiny_run();
+    let mut t = rlvr_train::Trainer::new(cfg.clone())?;
+    t.warm_start(&mut |_, _| {})?;
+    let sync = tempfile::tempdir()?;
+    // a replica with other initial weights: the first sync must replace them
+    t.attach_engine(Box::new(PolicyEngine::new(replica(&cfg, 77)?, WeightVersion(0))), sync.path(), 1e-4)?;
+    let mut measured = 0;
+    for step in 0..3u64 {
+        let rec = t.step()?;
+        let m = |k: &str| rec.metrics.get(k);
+        ensure!(m("engine/version") == Some((step + 1) as f64), "{:?}", m("engine/version"));
+        ensure!(m("engine/staleness") == Some(0.0));
+        ensure!(rec.rollouts.train >= 8 * 8 * (step + 1));
+        if rec.batch_groups > 0 {
+            let d = m("engine/logprob_abs_diff_mean").ok_or_else(|| anyhow::anyhow!("no mismatch metric"))?;
+            // the same kernels on both sides: generation-time vs teacher-forced log-probs
+            ensure!((0.0..1e-4).contains(&d), "mean |engine - trainer| = {d}");
+            ensure!(m("engine/logprob_abs_diff_max").is_some_and(|x| x < 1e-3));
+            measured += 1;
+        }
+        // only the weights the engine serves now are kept on disk
+        let files: Vec<_> = std::fs::read_dir(sync.path())?.collect();
+        ensure!(files.len() == 1, "{} paths in the sync directory", files.len());
+    }
+    ensure!(measured > 0, "no step trained on a batch");
+    ensure!(t.engine().map(|e| e.weight_version()) == Some(WeightVersion(3)));
+    // detached, the trainer samples from its own policy again: no engine metrics
+    ensure!(t.detach_engine().is_some());
+    let rec = t.step()?;
+    ensure!(rec.metrics.get("engine/version").is_none());
+    Ok(())
+}
+
+#[test]
+fn an_engine_that_keeps_old_weights_fails_the_step_with_stale_weights() -> Result<()> {
+    let cfg = tiny_run();
+    let mut t = rlvr_train::Trainer::new(cfg.clone())?;
+    t.warm_start(&mut |_, _| {})?;
+    let dir = tempfile::tempdir()?;
+    let own = dir.path().join("own.safetensors");
+    let replica = replica(&cfg, 77)?;
+    Policy::save(&replica, &own)?;
+    let frozen = Frozen { inner: PolicyEngine::new(replica, WeightVersion(0)), own };
+    t.attach_engine(Box::new(frozen), dir.path().join("sync"), 1e-4)?;
+    match t.step() {
+        Err(rlvr_train::TrainError::Rollout(RolloutError::StaleWeights { version, .. })) => {
+            ensure!(version == WeightVersion(1))
+        }
+        other => anyhow::bail!("expected StaleWeights, got {other:?}"),
+    }
+    ensure!(t.attach_engine(Box::new(PolicyEngine::new(lm(1)?, WeightVersion(0))), dir.path(), 0.0).is_err());
     Ok(())
 }
