@@ -31,7 +31,7 @@ provision-vllm:
 # T = 1 and T = 0.7/top-p, a weight sync and its probe). Not part of `make test`: the server
 # takes minutes to start and about 4 GB of memory. The test starts and stops the server itself.
 test-vllm: provision provision-vllm
-	$(CARGO) test -p rlvr-train --test vllm_server -- --ignored --nocapture
+	$(CARGO) test -p rlvr-train --test vllm_server vllm_log_probs -- --ignored --nocapture
 
 test: provision provision-mujoco
 	$(CARGO) test --workspace --features full

@@ -119,12 +119,26 @@ fn free_port() -> Result<u16> {
 }
 
 /// A tiny random untied Qwen2 (hidden 128, 2 heads of 64 — vLLM's CPU attention has no
-/// kernels for head_dim 8 or 16, the sizes of rl-hf's own fixtures), built and saved by rl-hf.
+/// kernels for head_dim 8 or 16, the sizes of rl-hf's own fixtures), built and saved by rl-hf,
+/// with the BPE tokenizer fixture's files.
 fn write_model(dir: &Path, seed: u64) -> Result<HfModel> {
+    let model = write_qwen2(dir, seed, [VOCAB, 128, 256, 2, 2, 1])?;
+    // the tokenizer the trainer's HfPolicy reads (the server runs with --skip-tokenizer-init)
+    let tok = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rl-hf/tests/fixtures/tokenizer");
+    for f in ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"] {
+        std::fs::copy(tok.join(f), dir.join(f))?;
+    }
+    Ok(model)
+}
+
+/// A random untied Qwen2 of `[vocab, hidden, intermediate, layers, heads, kv_heads]`, saved by
+/// rl-hf's `save_pretrained`.
+fn write_qwen2(dir: &Path, seed: u64, size: [i64; 6]) -> Result<HfModel> {
+    let [vocab, hidden, inter, layers, heads, kv] = size;
     let config = serde_json::json!({
         "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidden_act": "silu",
-        "vocab_size": VOCAB, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-        "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 512,
+        "vocab_size": vocab, "hidden_size": hidden, "intermediate_size": inter, "num_hidden_layers": layers,
+        "num_attention_heads": heads, "num_key_value_heads": kv, "max_position_embeddings": 512,
         "rms_norm_eps": 1e-6, "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0},
         "tie_word_embeddings": false, "bos_token_id": null, "eos_token_id": 2, "pad_token_id": 0,
         "attention_dropout": 0.0, "use_sliding_window": false, "sliding_window": null, "dtype": "float32",
@@ -151,11 +165,6 @@ fn write_model(dir: &Path, seed: u64) -> Result<HfModel> {
     }
     let model = HfModel::from_tensors(cfg, &tensors, Device::Cpu, HfDtype::F32)?;
     model.save_pretrained(dir, &SaveParams::default().check()?)?;
-    // the tokenizer the trainer's HfPolicy reads (the server runs with --skip-tokenizer-init)
-    let tok = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rl-hf/tests/fixtures/tokenizer");
-    for f in ["tokenizer.json", "tokenizer_config.json", "chat_template.jinja"] {
-        std::fs::copy(tok.join(f), dir.join(f))?;
-    }
     Ok(model)
 }
 
@@ -164,7 +173,8 @@ fn logprob_rows(model: &HfModel, seq: &[u32]) -> Result<Vec<Vec<f64>>> {
     let ids: Vec<i64> = seq.iter().map(|&t| i64::from(t)).collect();
     let logits = tch::no_grad(|| model.forward(&Tensor::from_slice(&ids).view([1, ids.len() as i64]), None, None))?;
     let flat = Vec::<f32>::try_from(logits.to_kind(Kind::Float).flatten(0, -1))?;
-    Ok(flat.chunks(VOCAB as usize).map(|r| r.iter().map(|&x| f64::from(x)).collect()).collect())
+    let vocab = model.config().vocab_size as usize;
+    Ok(flat.chunks(vocab).map(|r| r.iter().map(|&x| f64::from(x)).collect()).collect())
 }
 
 /// vLLM's processed log-prob of `tok` from raw logits: `log_softmax(logits / t)`, renormalised
@@ -356,6 +366,62 @@ fn vllm_log_probs_match_rl_hf_and_a_weight_sync_serves_the_new_weights() -> Resu
             rec.reward_mean, before.reward_mean
         );
     }
+    drop(server);
+    Ok(())
+}
+
+fn dir_bytes(dir: &Path) -> Result<u64> {
+    let mut n = 0;
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.path().extension().is_some_and(|x| x == "safetensors") {
+            n += e.metadata()?.len();
+        }
+    }
+    Ok(n)
+}
+
+/// Weight-sync timing on a larger random Qwen2 (vocab 32000, hidden 768, 6 layers: ~92 M
+/// parameters, ~370 MB of float32): rl-hf's `save_pretrained` into a fresh directory, then
+/// `sync_weights` (reload_weights + reset_prefix_cache + probe). Prints the figures of
+/// docs/benchmarks.md; asserts only that the sync passes its probe. Not part of `make test-vllm`
+/// (run it by name with `--ignored`).
+#[test]
+#[ignore = "a timing run: needs `make provision-vllm`, ~2 GB more memory than test-vllm; run by name"]
+fn weight_sync_timing_on_a_92m_model() -> Result<()> {
+    let size = [32000, 768, 2048, 6, 12, 12];
+    let work = tempfile::tempdir()?;
+    let (v1_dir, v2_dir) = (work.path().join("v1"), work.path().join("v2"));
+    let t0 = Instant::now();
+    write_qwen2(&v1_dir, 1, size)?;
+    let first = t0.elapsed();
+    let port = free_port()?;
+    let mut server = Server::start(&v1_dir, port, &work.path().join("server.log"))?;
+    let cfg = VllmConfig::new(vec![format!("http://127.0.0.1:{port}")], v1_dir.to_str().context("utf-8")?, 32000)
+        .request_timeout_ms(600_000)
+        .check()?;
+    let mut client = VllmClient::new(cfg, WeightVersion(0))?;
+    let started = server.wait_ready(&client, Duration::from_secs(900))?;
+    let v2 = write_qwen2(&v2_dir, 2, size)?;
+    let t1 = Instant::now();
+    v2.save_pretrained(work.path().join("v2-again"), &SaveParams::default().check()?)?;
+    let save = t1.elapsed();
+    let bytes = dir_bytes(&v2_dir)?;
+    let p = probe(&v2)?;
+    let t2 = Instant::now();
+    client.sync_weights(&WeightUpdate { version: WeightVersion(1), dir: &v2_dir, probe: &p })?;
+    let sync = t2.elapsed();
+    eprintln!(
+        "92M model: {:.1} MB; build+save {:.1} s (first); server ready {:.0} s; save_pretrained {:.2} s ({:.0} MB/s); \
+         sync (reload + reset + probe) {:.2} s ({:.0} MB/s)",
+        bytes as f64 / 1e6,
+        first.as_secs_f64(),
+        started.as_secs_f64(),
+        save.as_secs_f64(),
+        bytes as f64 / 1e6 / save.as_secs_f64(),
+        sync.as_secs_f64(),
+        bytes as f64 / 1e6 / sync.as_secs_f64(),
+    );
     drop(server);
     Ok(())
 }
