@@ -28,8 +28,9 @@ provision-vllm:
 	@scripts/provision_vllm.sh
 
 # The real vLLM CPU server on a tiny random untied Qwen2 written by rl-hf (log-probs vs rl-hf at
-# T = 1 and T = 0.7/top-p, a weight sync and its probe). Not part of `make test`: the server
-# takes minutes to start and about 4 GB of memory. The test starts and stops the server itself.
+# T = 1 and T = 0.7/top-p, a weight sync and its probe, a 5-step RLVR run through the server).
+# Not part of `make test` (the server takes up to minutes to start and about 4 GB of memory);
+# .ci/run runs it after `make test`. The test starts and stops the server itself.
 test-vllm: provision provision-vllm
 	$(CARGO) test -p rlvr-train --test vllm_server vllm_log_probs -- --ignored --nocapture
 
