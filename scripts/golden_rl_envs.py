@@ -4,7 +4,7 @@
 Run with the provisioned venv (gymnasium, gymnasium-robotics, mpe2, mujoco==3.17.0):
 
     ~/.cache/frugal-rl/venv/bin/pip install gymnasium==1.4.0 gymnasium-robotics==1.4.2 mpe2==1.1.1
-    ~/.cache/frugal-rl/venv/bin/python scripts/golden_rl_envs.py [classic|maze|mpe|mujoco|all]
+    ~/.cache/frugal-rl/venv/bin/python scripts/golden_rl_envs.py [classic|maze|mpe|mpe_more|mujoco|all]
 
 Writes crates/rl-envs/tests/fixtures/<family>.json. Each case records the seed given to
 `reset(seed=...)`, the state right after the reset (for environments whose reset draws cannot be
@@ -188,6 +188,36 @@ def maze():
 # multi-agent particle environments (mpe2, PettingZoo parallel API)
 
 
+def _mpe_rollout(module, name, seed, kwargs, policy):
+    env = module.parallel_env(**kwargs)
+    obs, _ = env.reset(seed=seed)
+    agents = list(env.possible_agents)
+    case = {"env": name, "seed": seed, "kwargs": kwargs, "agents": agents,
+            "reset_obs": [f(obs[a]) for a in agents], "actions": [], "obs": [], "rewards": [],
+            "terminated": [], "truncated": []}
+    for t in range(100):
+        acts = {a: policy(a, obs[a], t) for a in env.agents}
+        obs, rew, term, trunc, _ = env.step(acts)
+        case["actions"].append([f(acts[a]) if not isinstance(acts[a], (int, np.integer))
+                                else [float(acts[a])] for a in agents])
+        case["obs"].append([f(obs[a]) for a in agents])
+        case["rewards"].append([float(rew[a]) for a in agents])
+        case["terminated"].append([bool(term[a]) for a in agents])
+        case["truncated"].append([bool(trunc[a]) for a in agents])
+        if all(term[a] or trunc[a] for a in agents):
+            break
+    return case
+
+
+def _mpe_discrete(prng):
+    return lambda a, o, t: int(prng.integers(0, 5))
+
+
+def _mpe_continuous(prng):
+    # partly outside [0, 1]: mpe2's ClipOutOfBoundsWrapper clips
+    return lambda a, o, t: prng.uniform(-0.2, 1.2, size=5).astype(np.float32)
+
+
 def mpe():
     import warnings
 
@@ -199,31 +229,9 @@ def mpe():
     cases = []
 
     def rollout(name, seed, kwargs, policy):
-        env = modules[name].parallel_env(**kwargs)
-        obs, _ = env.reset(seed=seed)
-        agents = list(env.possible_agents)
-        case = {"env": name, "seed": seed, "kwargs": kwargs, "agents": agents,
-                "reset_obs": [f(obs[a]) for a in agents], "actions": [], "obs": [], "rewards": [],
-                "terminated": [], "truncated": []}
-        for t in range(100):
-            acts = {a: policy(a, obs[a], t) for a in env.agents}
-            obs, rew, term, trunc, _ = env.step(acts)
-            case["actions"].append([f(acts[a]) if not isinstance(acts[a], (int, np.integer))
-                                    else [float(acts[a])] for a in agents])
-            case["obs"].append([f(obs[a]) for a in agents])
-            case["rewards"].append([float(rew[a]) for a in agents])
-            case["terminated"].append([bool(term[a]) for a in agents])
-            case["truncated"].append([bool(trunc[a]) for a in agents])
-            if all(term[a] or trunc[a] for a in agents):
-                break
-        cases.append(case)
+        cases.append(_mpe_rollout(modules[name], name, seed, kwargs, policy))
 
-    def discrete(prng):
-        return lambda a, o, t: int(prng.integers(0, 5))
-
-    def continuous(prng):
-        # partly outside [0, 1]: mpe2's ClipOutOfBoundsWrapper clips
-        return lambda a, o, t: prng.uniform(-0.2, 1.2, size=5).astype(np.float32)
+    discrete, continuous = _mpe_discrete, _mpe_continuous
 
     def to_centre(prng):
         # pushes everyone together so that contact forces and collision rewards occur
@@ -249,6 +257,33 @@ def mpe():
     rollout("simple_adversary_v3", 2, {"N": 3, "continuous_actions": True}, continuous(np.random.default_rng(32)))
     write("mpe", {"generator": "scripts/golden_rl_envs.py mpe",
                   "versions": versions("mpe2", "pettingzoo", "numpy"), "cases": cases})
+
+def mpe_more():
+    """The scenarios added after spread/tag/adversary, in their own fixture (mpe_more.json)."""
+    import warnings
+
+    from mpe2 import simple_push_v3
+
+    warnings.filterwarnings("ignore")
+    cases = []
+
+    def toward_other(prng):
+        # each agent heads for the other one (noisy), so that the two collide and push
+        def pol(a, o, t):
+            rel = o[-2:]
+            act = np.zeros(5, dtype=np.float32)
+            act[1], act[2] = max(-rel[0], 0), max(rel[0], 0)
+            act[3], act[4] = max(-rel[1], 0), max(rel[1], 0)
+            return np.clip(3 * act + prng.uniform(0, 0.3, size=5), 0, 1).astype(np.float32)
+        return pol
+
+    cases.append(_mpe_rollout(simple_push_v3, "simple_push_v3", 0, {}, _mpe_discrete(np.random.default_rng(40))))
+    cases.append(_mpe_rollout(simple_push_v3, "simple_push_v3", 1, {"continuous_actions": True, "max_cycles": 20},
+                              _mpe_continuous(np.random.default_rng(41))))
+    cases.append(_mpe_rollout(simple_push_v3, "simple_push_v3", 2, {"continuous_actions": True},
+                              toward_other(np.random.default_rng(42))))
+    write("mpe_more", {"generator": "scripts/golden_rl_envs.py mpe_more",
+                       "versions": versions("mpe2", "pettingzoo", "numpy"), "cases": cases})
 
 
 # ------------------------------------------------------------------------------------------
@@ -298,7 +333,7 @@ def mujoco_envs():
 
 def main():
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
-    table = {"classic": classic, "maze": maze, "mpe": mpe, "mujoco": mujoco_envs}
+    table = {"classic": classic, "maze": maze, "mpe": mpe, "mpe_more": mpe_more, "mujoco": mujoco_envs}
     for k in (table if which == "all" else [which]):
         table[k]()
 

@@ -1,7 +1,9 @@
 //! The particle worlds against mpe2 1.1.1 (PettingZoo parallel API; fixtures from
 //! `scripts/golden_rl_envs.py mpe`): seeded resets, every agent's observation and reward, and
 //! the flags match to 1e-6, for discrete and continuous (partly out-of-range) actions, more
-//! agents than the defaults, and nearest-neighbour observations.
+//! agents than the defaults, and nearest-neighbour observations. The scenarios added later
+//! (`scripts/golden_rl_envs.py mpe_more`, fixture `mpe_more.json`) are held to bit identity:
+//! observations equal as float32, rewards equal to mpe2's float64 reward rounded to float32.
 
 mod common;
 
@@ -9,7 +11,8 @@ use common::{assert_close, max_rel_err};
 use ndarray::Array1;
 use rl_core::Params;
 use rl_envs::mpe::{
-    SimpleAdversary, SimpleAdversaryParams, SimpleSpread, SimpleSpreadParams, SimpleTag, SimpleTagParams,
+    SimpleAdversary, SimpleAdversaryParams, SimplePush, SimplePushParams, SimpleSpread, SimpleSpreadParams, SimpleTag,
+    SimpleTagParams,
 };
 use rl_envs::rng::NumpyRng;
 use rl_envs::MultiAgentEnv;
@@ -86,6 +89,13 @@ fn make(case: &MpeCase) -> Box<dyn MultiAgentEnv> {
             }
             Box::new(SimpleAdversary::new(p.check().unwrap()).unwrap())
         }
+        "simple_push_v3" => {
+            let mut p = SimplePushParams::default().continuous_actions(cont);
+            if let Some(m) = uint(kw, "max_cycles") {
+                p = p.max_cycles(m);
+            }
+            Box::new(SimplePush::new(p.check().unwrap()).unwrap())
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -94,20 +104,25 @@ fn f64s(x: &Array1<f32>) -> Vec<f64> {
     x.iter().map(|&v| f64::from(v)).collect()
 }
 
-#[test]
-fn particle_worlds_match_mpe2() {
-    let path = format!("{}/tests/fixtures/mpe.json", env!("CARGO_MANIFEST_DIR"));
+/// Replays every case of `fixture` (with `tol` as in `assert_close`; 0 for bit identity, then
+/// rewards are compared after rounding mpe2's float64 to float32); returns (rollouts, steps,
+/// worst relative observation error, scenarios seen).
+fn replay(fixture: &str, tol: f64) -> (usize, usize, f64, Vec<String>) {
+    let path = format!("{}/tests/fixtures/{fixture}.json", env!("CARGO_MANIFEST_DIR"));
     let fixture: MpeFixture = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-    assert!(fixture.cases.len() >= 8);
     let mut steps = 0;
     let mut worst = 0.0f64;
+    let mut seen: Vec<String> = Vec::new();
     for case in &fixture.cases {
+        if !seen.contains(&case.env) {
+            seen.push(case.env.clone());
+        }
         let name = format!("{} {:?} seed {}", case.env, case.kwargs, case.seed);
         let mut env = make(case);
         assert_eq!(env.agent_names(), case.agents.as_slice(), "{name}");
         let obs = env.reset(&mut NumpyRng::new(case.seed)).unwrap();
         for (i, o) in obs.iter().enumerate() {
-            assert_close(&format!("{name} reset obs of {}", case.agents[i]), &f64s(o), &case.reset_obs[i], TOL);
+            assert_close(&format!("{name} reset obs of {}", case.agents[i]), &f64s(o), &case.reset_obs[i], tol);
         }
         for (t, acts) in case.actions.iter().enumerate() {
             let actions: Vec<Array1<f32>> = acts.iter().map(|a| a.iter().map(|&v| v as f32).collect()).collect();
@@ -115,8 +130,9 @@ fn particle_worlds_match_mpe2() {
             steps += 1;
             for i in 0..case.agents.len() {
                 let what = format!("{name} step {t} {}", case.agents[i]);
-                assert_close(&format!("{what} obs"), &f64s(&step.obs[i]), &case.obs[t][i], TOL);
-                assert_close(&format!("{what} reward"), &[f64::from(step.rewards[i])], &[case.rewards[t][i]], TOL);
+                assert_close(&format!("{what} obs"), &f64s(&step.obs[i]), &case.obs[t][i], tol);
+                let want = if tol == 0.0 { f64::from(case.rewards[t][i] as f32) } else { case.rewards[t][i] };
+                assert_close(&format!("{what} reward"), &[f64::from(step.rewards[i])], &[want], tol);
                 worst = worst.max(max_rel_err(&f64s(&step.obs[i]), &case.obs[t][i]));
             }
             assert_eq!(step.terminated, case.terminated[t], "{name} step {t}");
@@ -124,8 +140,21 @@ fn particle_worlds_match_mpe2() {
         }
         assert!(env.step(&vec![Array1::zeros(env.action_spaces()[0].dim()); env.n_agents()]).is_err(), "{name}");
     }
-    eprintln!(
-        "mpe: {steps} steps of {} rollouts matched to {TOL:e} (worst observation error {worst:e})",
-        fixture.cases.len()
-    );
+    (fixture.cases.len(), steps, worst, seen)
+}
+
+#[test]
+fn particle_worlds_match_mpe2() {
+    let (cases, steps, worst, _) = replay("mpe", TOL);
+    assert!(cases >= 8);
+    eprintln!("mpe: {steps} steps of {cases} rollouts matched to {TOL:e} (worst observation error {worst:e})");
+}
+
+#[test]
+fn more_particle_worlds_match_mpe2_bit_for_bit() {
+    let (cases, steps, worst, seen) = replay("mpe_more", 0.0);
+    assert_eq!(seen, ["simple_push_v3"]);
+    assert!(cases >= 3 && steps >= 60, "{cases} rollouts, {steps} steps");
+    assert_eq!(worst, 0.0);
+    eprintln!("mpe_more: {steps} steps of {cases} rollouts of {seen:?} bit-identical to mpe2");
 }

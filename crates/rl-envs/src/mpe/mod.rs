@@ -6,6 +6,7 @@
 //! | [`SimpleSpread`] | `simple_spread_v3` | `agent_0..N` (cooperative navigation) | own vel, pos, landmark offsets, other agents' offsets, comm (zeros) |
 //! | [`SimpleTag`] | `simple_tag_v3` | `adversary_0..` (predators), `agent_0..` (prey) | own vel, pos, obstacle offsets, other agents' offsets, prey velocities |
 //! | [`SimpleAdversary`] | `simple_adversary_v3` | `adversary_0`, `agent_0..N` (physical deception) | good agents: goal offset; all: landmark and agent offsets |
+//! | [`SimplePush`] | `simple_push_v3` | `adversary_0`, `agent_0` (keep-away) | own vel; good agent: goal offset, own colour; all: landmark offsets; good agent: landmark colours; other agent's offset |
 //!
 //! Actions are PettingZoo's: discrete (a one-element vector holding 0 no-op, 1 −x, 2 +x, 3 −y,
 //! 4 +y) or, with `continuous_actions`, `[0, 1]^5` where the force is
@@ -29,7 +30,10 @@ use rand::RngCore;
 use rl_core::{RlCoreError, Space, Valid};
 use serde::{Deserialize, Serialize};
 
-pub use scenarios::{Adversary, Scenario, SimpleAdversaryParams, SimpleSpreadParams, SimpleTagParams, Spread, Tag};
+pub use scenarios::{
+    Adversary, Push, Scenario, SimpleAdversaryParams, SimplePushParams, SimpleSpreadParams, SimpleTagParams, Spread,
+    Tag,
+};
 pub use world::{Entity, MpeIntegrator, MpeWorldParams, World};
 
 use crate::common::{snapshot_finite, EpisodeClock};
@@ -53,6 +57,8 @@ pub type SimpleSpread = Mpe<Spread>;
 pub type SimpleTag = Mpe<Tag>;
 /// Physical deception (`simple_adversary_v3`).
 pub type SimpleAdversary = Mpe<Adversary>;
+/// Keep-away (`simple_push_v3`).
+pub type SimplePush = Mpe<Push>;
 
 impl SimpleSpread {
     /// Simple spread with `params`.
@@ -97,6 +103,16 @@ impl SimpleAdversary {
     }
 }
 
+impl SimplePush {
+    /// Simple push with `params`.
+    ///
+    /// # Errors
+    /// None for valid parameters.
+    pub fn new(params: Valid<SimplePushParams>) -> Result<Self> {
+        Mpe::build(Push { p: params.into_inner(), goal: 0 })
+    }
+}
+
 /// The state of an [`Mpe`] environment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MpeState {
@@ -104,7 +120,7 @@ pub struct MpeState {
     pub pos: Vec<[f64; 2]>,
     /// Velocities of every entity.
     pub vel: Vec<[f64; 2]>,
-    /// Scenario state (the adversary scenario's goal landmark).
+    /// Scenario state (the adversary and push scenarios' goal landmark).
     pub scenario: Option<usize>,
     /// Step counter and episode flags.
     pub clock: EpisodeClock,
@@ -294,6 +310,10 @@ mod tests {
         assert_eq!(dims, [8, 10, 10]);
         let e = SimpleSpread::new(SimpleSpreadParams::default().continuous_actions(true).check().unwrap()).unwrap();
         assert_eq!(e.action_spaces()[0].dim(), 5);
+        let e = SimplePush::new(SimplePushParams::default().check().unwrap()).unwrap();
+        assert_eq!(e.agent_names(), ["adversary_0", "agent_0"]);
+        let dims: Vec<usize> = e.observation_spaces().iter().map(Space::dim).collect();
+        assert_eq!(dims, [8, 19]);
     }
 
     #[test]

@@ -1,4 +1,4 @@
-//! The scenarios: simple spread, simple tag, simple adversary (mpe2 1.1.1).
+//! The scenarios: simple spread, simple tag, simple adversary, simple push (mpe2 1.1.1).
 
 use rand::RngCore;
 use rl_core::Params;
@@ -720,6 +720,164 @@ impl Scenario for Adversary {
                 Ok(())
             }
             other => Err(EnvError::snapshot(format!("goal landmark {other:?} outside 0..{}", self.p.n_good))),
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// Parameters of [`SimplePush`](crate::mpe::SimplePush) (keep-away, `simple_push_v3`); the
+/// defaults are mpe2's. The scenario itself is fixed by mpe2: one adversary, one good agent,
+/// two landmarks, one of which (drawn at reset) is the goal.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `max_cycles` | 25 | time limit | `>= 1` |
+/// | `continuous_actions` | false | `[0, 1]^5` actions | |
+/// | `world` | see [`MpeWorldParams`] | physics | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimplePushParams {
+    /// Time limit.
+    pub max_cycles: usize,
+    /// Continuous actions.
+    pub continuous_actions: bool,
+    /// Physics.
+    pub world: MpeWorldParams,
+}
+
+impl Default for SimplePushParams {
+    fn default() -> Self {
+        Self { max_cycles: 25, continuous_actions: false, world: MpeWorldParams::default() }
+    }
+}
+
+impl SimplePushParams {
+    /// Sets `max_cycles`.
+    #[must_use]
+    pub fn max_cycles(mut self, v: usize) -> Self {
+        self.max_cycles = v;
+        self
+    }
+    /// Sets `continuous_actions`.
+    #[must_use]
+    pub fn continuous_actions(mut self, v: bool) -> Self {
+        self.continuous_actions = v;
+        self
+    }
+    /// Sets `world`.
+    #[must_use]
+    pub fn world(mut self, v: MpeWorldParams) -> Self {
+        self.world = v;
+        self
+    }
+}
+
+impl Params for SimplePushParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        if self.max_cycles == 0 {
+            return Err(EnvError::invalid("max_cycles", 0, "must be >= 1"));
+        }
+        self.world.validate()
+    }
+}
+
+/// Simple push's scenario: agent 0 is `adversary_0`, agent 1 `agent_0`; entities 2 and 3 are
+/// the landmarks.
+#[derive(Debug, Clone)]
+pub struct Push {
+    pub(crate) p: SimplePushParams,
+    pub(crate) goal: usize,
+}
+
+const PUSH_LANDMARKS: usize = 2;
+
+impl Push {
+    /// Landmark `l`'s colour (mpe2: grey 0.1 with channel `l + 1` raised by 0.8).
+    fn landmark_color(l: usize) -> [f64; 3] {
+        let mut c = [0.1; 3];
+        c[l + 1] += 0.8;
+        c
+    }
+
+    /// The good agent's colour (grey 0.25 with the goal's channel raised by 0.5).
+    fn good_color(&self) -> [f64; 3] {
+        let mut c = [0.25; 3];
+        c[self.goal + 1] += 0.5;
+        c
+    }
+}
+
+impl Scenario for Push {
+    fn make_world(&self) -> (World, Vec<String>) {
+        let agents = (0..2).map(|_| Entity::agent(0.05, true)).collect();
+        let landmarks = (0..PUSH_LANDMARKS).map(|_| Entity::landmark(0.05, false)).collect();
+        (World::new(self.p.world.clone(), agents, landmarks), vec!["adversary_0".into(), "agent_0".into()])
+    }
+
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore) {
+        self.goal = integers(rng, PUSH_LANDMARKS).min(PUSH_LANDMARKS - 1);
+        for i in 0..world.entities.len() {
+            world.pos[i] = [uniform(rng, -1.0, 1.0), uniform(rng, -1.0, 1.0)];
+            world.vel[i] = [0.0, 0.0];
+        }
+    }
+
+    fn reward(&self, i: usize, world: &World) -> f64 {
+        let g = world.n_agents + self.goal;
+        if i == 0 {
+            // the (only) good agent's distance to the goal, minus the adversary's
+            world.dist(1, g) - world.dist(g, 0)
+        } else {
+            -world.dist(i, g)
+        }
+    }
+
+    fn observation(&self, i: usize, world: &World) -> Vec<f64> {
+        let landmarks = world.n_agents..world.entities.len();
+        let mut o = vec![world.vel[i][0], world.vel[i][1]];
+        if i != 0 {
+            let g = world.n_agents + self.goal;
+            o.extend([world.pos[g][0] - world.pos[i][0], world.pos[g][1] - world.pos[i][1]]);
+            o.extend(self.good_color());
+        }
+        for l in landmarks.clone() {
+            o.extend([world.pos[l][0] - world.pos[i][0], world.pos[l][1] - world.pos[i][1]]);
+        }
+        if i != 0 {
+            for l in 0..landmarks.len() {
+                o.extend(Self::landmark_color(l));
+            }
+        }
+        let other = 1 - i;
+        o.extend([world.pos[other][0] - world.pos[i][0], world.pos[other][1] - world.pos[i][1]]);
+        o
+    }
+
+    fn is_terminal(&self, _world: &World) -> bool {
+        false
+    }
+
+    fn max_cycles(&self) -> usize {
+        self.p.max_cycles
+    }
+
+    fn continuous_actions(&self) -> bool {
+        self.p.continuous_actions
+    }
+
+    fn state(&self) -> Option<usize> {
+        Some(self.goal)
+    }
+
+    fn set_state(&mut self, state: Option<usize>) -> Result<()> {
+        match state {
+            Some(g) if g < PUSH_LANDMARKS => {
+                self.goal = g;
+                Ok(())
+            }
+            other => Err(EnvError::snapshot(format!("goal landmark {other:?} outside 0..{PUSH_LANDMARKS}"))),
         }
     }
 }
