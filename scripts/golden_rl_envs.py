@@ -262,7 +262,7 @@ def mpe_more():
     """The scenarios added after spread/tag/adversary, in their own fixture (mpe_more.json)."""
     import warnings
 
-    from mpe2 import simple_push_v3
+    from mpe2 import simple_crypto_v3, simple_push_v3, simple_reference_v3, simple_speaker_listener_v4
 
     warnings.filterwarnings("ignore")
     cases = []
@@ -282,6 +282,32 @@ def mpe_more():
                               _mpe_continuous(np.random.default_rng(41))))
     cases.append(_mpe_rollout(simple_push_v3, "simple_push_v3", 2, {"continuous_actions": True},
                               toward_other(np.random.default_rng(42))))
+
+    def by_space(module, kwargs, prng, lo=-0.2, hi=1.2):
+        # per-agent spaces (speakers' differ): discrete uniform over all choices, or continuous
+        # uniform on [lo, hi] (clipped to [0, 1] by mpe2's ClipOutOfBoundsWrapper)
+        spaces = {a: module.parallel_env(**kwargs).action_space(a) for a in module.parallel_env(**kwargs).possible_agents}
+
+        def pol(a, o, t):
+            sp = spaces[a]
+            if hasattr(sp, "n"):
+                return int(prng.integers(0, sp.n))
+            return prng.uniform(lo, hi, size=sp.shape).astype(np.float32)
+        return pol
+
+    comm = [(simple_reference_v3, "simple_reference_v3", 0, {}),
+            (simple_reference_v3, "simple_reference_v3", 1, {"continuous_actions": True, "local_ratio": 0.3}),
+            (simple_speaker_listener_v4, "simple_speaker_listener_v4", 0, {}),
+            (simple_speaker_listener_v4, "simple_speaker_listener_v4", 1, {"continuous_actions": True, "max_cycles": 20}),
+            (simple_crypto_v3, "simple_crypto_v3", 0, {}),
+            (simple_crypto_v3, "simple_crypto_v3", 1, {"continuous_actions": True})]
+    for k, (module, name, seed, kwargs) in enumerate(comm):
+        prng = np.random.default_rng(50 + k)
+        cases.append(_mpe_rollout(module, name, seed, kwargs, by_space(module, kwargs, prng)))
+    # messages often all zero after clipping: crypto's rewards skip silent messages
+    cases.append(_mpe_rollout(simple_crypto_v3, "simple_crypto_v3", 2, {"continuous_actions": True},
+                              by_space(simple_crypto_v3, {"continuous_actions": True},
+                                       np.random.default_rng(60), lo=-1.0, hi=0.6)))
     write("mpe_more", {"generator": "scripts/golden_rl_envs.py mpe_more",
                        "versions": versions("mpe2", "pettingzoo", "numpy"), "cases": cases})
 

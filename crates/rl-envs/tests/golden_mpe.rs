@@ -11,8 +11,8 @@ use common::{assert_close, max_rel_err};
 use ndarray::Array1;
 use rl_core::Params;
 use rl_envs::mpe::{
-    SimpleAdversary, SimpleAdversaryParams, SimplePush, SimplePushParams, SimpleSpread, SimpleSpreadParams, SimpleTag,
-    SimpleTagParams,
+    CommParams, SimpleAdversary, SimpleAdversaryParams, SimpleCrypto, SimplePush, SimplePushParams, SimpleReference,
+    SimpleReferenceParams, SimpleSpeakerListener, SimpleSpread, SimpleSpreadParams, SimpleTag, SimpleTagParams,
 };
 use rl_envs::rng::NumpyRng;
 use rl_envs::MultiAgentEnv;
@@ -96,6 +96,28 @@ fn make(case: &MpeCase) -> Box<dyn MultiAgentEnv> {
             }
             Box::new(SimplePush::new(p.check().unwrap()).unwrap())
         }
+        "simple_reference_v3" => {
+            let mut p = SimpleReferenceParams::default().continuous_actions(cont);
+            if let Some(r) = kw.get("local_ratio").and_then(|v| v.as_f64()) {
+                p = p.local_ratio(r);
+            }
+            if let Some(m) = uint(kw, "max_cycles") {
+                p = p.max_cycles(m);
+            }
+            Box::new(SimpleReference::new(p.check().unwrap()).unwrap())
+        }
+        "simple_speaker_listener_v4" | "simple_crypto_v3" => {
+            let mut p = CommParams::default().continuous_actions(cont);
+            if let Some(m) = uint(kw, "max_cycles") {
+                p = p.max_cycles(m);
+            }
+            let p = p.check().unwrap();
+            if case.env == "simple_crypto_v3" {
+                Box::new(SimpleCrypto::new(p).unwrap())
+            } else {
+                Box::new(SimpleSpeakerListener::new(p).unwrap())
+            }
+        }
         other => panic!("unknown scenario {other}"),
     }
 }
@@ -153,8 +175,8 @@ fn particle_worlds_match_mpe2() {
 #[test]
 fn more_particle_worlds_match_mpe2_bit_for_bit() {
     let (cases, steps, worst, seen) = replay("mpe_more", 0.0);
-    assert_eq!(seen, ["simple_push_v3"]);
-    assert!(cases >= 3 && steps >= 60, "{cases} rollouts, {steps} steps");
+    assert_eq!(seen, ["simple_push_v3", "simple_reference_v3", "simple_speaker_listener_v4", "simple_crypto_v3"]);
+    assert!(cases >= 10 && steps >= 240, "{cases} rollouts, {steps} steps");
     assert_eq!(worst, 0.0);
     eprintln!("mpe_more: {steps} steps of {cases} rollouts of {seen:?} bit-identical to mpe2");
 }

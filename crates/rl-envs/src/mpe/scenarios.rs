@@ -1,4 +1,4 @@
-//! The scenarios: simple spread, simple tag, simple adversary, simple push (mpe2 1.1.1).
+//! The scenarios: simple spread, tag, adversary, push, reference, speaker-listener, crypto (mpe2 1.1.1).
 
 use rand::RngCore;
 use rl_core::Params;
@@ -879,5 +879,394 @@ impl Scenario for Push {
             }
             other => Err(EnvError::snapshot(format!("goal landmark {other:?} outside 0..{PUSH_LANDMARKS}"))),
         }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// Parameters of a fixed-size communication scenario ([`SimpleSpeakerListener`],
+/// [`SimpleCrypto`]); the defaults are mpe2's.
+///
+/// [`SimpleSpeakerListener`]: crate::mpe::SimpleSpeakerListener
+/// [`SimpleCrypto`]: crate::mpe::SimpleCrypto
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `max_cycles` | 25 | time limit | `>= 1` |
+/// | `continuous_actions` | false | continuous actions (movement `[0, 1]^5` if the agent moves, then `[0, 1]^dim_c` if it speaks) | |
+/// | `world` | see [`MpeWorldParams`] | physics | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CommParams {
+    /// Time limit.
+    pub max_cycles: usize,
+    /// Continuous actions.
+    pub continuous_actions: bool,
+    /// Physics.
+    pub world: MpeWorldParams,
+}
+
+impl Default for CommParams {
+    fn default() -> Self {
+        Self { max_cycles: 25, continuous_actions: false, world: MpeWorldParams::default() }
+    }
+}
+
+impl CommParams {
+    /// Sets `max_cycles`.
+    #[must_use]
+    pub fn max_cycles(mut self, v: usize) -> Self {
+        self.max_cycles = v;
+        self
+    }
+    /// Sets `continuous_actions`.
+    #[must_use]
+    pub fn continuous_actions(mut self, v: bool) -> Self {
+        self.continuous_actions = v;
+        self
+    }
+    /// Sets `world`.
+    #[must_use]
+    pub fn world(mut self, v: MpeWorldParams) -> Self {
+        self.world = v;
+        self
+    }
+}
+
+impl Params for CommParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        if self.max_cycles == 0 {
+            return Err(EnvError::invalid("max_cycles", 0, "must be >= 1"));
+        }
+        self.world.validate()
+    }
+}
+
+/// Parameters of [`SimpleReference`](crate::mpe::SimpleReference) (`simple_reference_v3`); the
+/// defaults are mpe2's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `local_ratio` | 0.5 | reward = mean·(1 − r) + own·r | `[0, 1]` |
+/// | `max_cycles` | 25 | time limit | `>= 1` |
+/// | `continuous_actions` | false | `[0, 1]^15` actions (5 movement, 10 communication) instead of 50 discrete ones | |
+/// | `world` | see [`MpeWorldParams`] | physics | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimpleReferenceParams {
+    /// Weight of the agent's own reward.
+    pub local_ratio: f64,
+    /// Time limit.
+    pub max_cycles: usize,
+    /// Continuous actions.
+    pub continuous_actions: bool,
+    /// Physics.
+    pub world: MpeWorldParams,
+}
+
+impl Default for SimpleReferenceParams {
+    fn default() -> Self {
+        Self { local_ratio: 0.5, max_cycles: 25, continuous_actions: false, world: MpeWorldParams::default() }
+    }
+}
+
+impl SimpleReferenceParams {
+    /// Sets `local_ratio`.
+    #[must_use]
+    pub fn local_ratio(mut self, v: f64) -> Self {
+        self.local_ratio = v;
+        self
+    }
+    /// Sets `max_cycles`.
+    #[must_use]
+    pub fn max_cycles(mut self, v: usize) -> Self {
+        self.max_cycles = v;
+        self
+    }
+    /// Sets `continuous_actions`.
+    #[must_use]
+    pub fn continuous_actions(mut self, v: bool) -> Self {
+        self.continuous_actions = v;
+        self
+    }
+    /// Sets `world`.
+    #[must_use]
+    pub fn world(mut self, v: MpeWorldParams) -> Self {
+        self.world = v;
+        self
+    }
+}
+
+impl Params for SimpleReferenceParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.local_ratio) {
+            return Err(EnvError::invalid("local_ratio", self.local_ratio, "must be in [0, 1]"));
+        }
+        if self.max_cycles == 0 {
+            return Err(EnvError::invalid("max_cycles", 0, "must be >= 1"));
+        }
+        self.world.validate()
+    }
+}
+
+/// `Σ (a_k − b_k)²`, summed left to right (NumPy's order for short vectors).
+fn squared_distance(a: &[f64], b: &[f64]) -> f64 {
+    a.iter().zip(b).fold(0.0, |acc, (x, y)| acc + (x - y) * (x - y))
+}
+
+/// Restores a scenario state that encodes `parts.len()` choices, choice `k` in `0..parts[k]`,
+/// as one number (first choice most significant).
+fn decode_choices(state: Option<usize>, parts: &[usize]) -> Result<Vec<usize>> {
+    let total: usize = parts.iter().product();
+    match state {
+        Some(s) if s < total => {
+            let mut rest = s;
+            let mut out = vec![0; parts.len()];
+            for k in (0..parts.len()).rev() {
+                out[k] = rest % parts[k];
+                rest /= parts[k];
+            }
+            Ok(out)
+        }
+        other => Err(EnvError::snapshot(format!("scenario state {other:?} outside 0..{total}"))),
+    }
+}
+
+const REFERENCE_DIM_C: usize = 10;
+const REFERENCE_LANDMARKS: usize = 3;
+const REFERENCE_COLORS: [[f64; 3]; REFERENCE_LANDMARKS] = [[0.75, 0.25, 0.25], [0.25, 0.75, 0.25], [0.25, 0.25, 0.75]];
+
+/// Simple reference's scenario: `agent_0` and `agent_1` (speaking, `dim_c` = 10), three
+/// landmarks; each agent knows the landmark the *other* one should reach.
+#[derive(Debug, Clone)]
+pub struct Reference {
+    pub(crate) p: SimpleReferenceParams,
+    /// Agent `i`'s goal landmark, which agent `1 − i` should reach.
+    pub(crate) goals: [usize; 2],
+}
+
+impl Reference {
+    /// mpe2's `Scenario.reward`: minus the other agent's distance to agent `i`'s goal.
+    fn own_reward(&self, i: usize, world: &World) -> f64 {
+        -world.dist(1 - i, world.n_agents + self.goals[i])
+    }
+}
+
+impl Scenario for Reference {
+    fn make_world(&self) -> (World, Vec<String>) {
+        let agents = (0..2).map(|_| Entity::agent(0.05, false).speaking()).collect();
+        let landmarks = (0..REFERENCE_LANDMARKS).map(|_| Entity::landmark(0.05, false)).collect();
+        let world = World::new(self.p.world.clone(), agents, landmarks).with_dim_c(REFERENCE_DIM_C);
+        (world, vec!["agent_0".into(), "agent_1".into()])
+    }
+
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore) {
+        for g in &mut self.goals {
+            *g = integers(rng, REFERENCE_LANDMARKS).min(REFERENCE_LANDMARKS - 1);
+        }
+        for i in 0..world.entities.len() {
+            world.pos[i] = [uniform(rng, -1.0, 1.0), uniform(rng, -1.0, 1.0)];
+            world.vel[i] = [0.0, 0.0];
+        }
+    }
+
+    fn reward(&self, i: usize, world: &World) -> f64 {
+        // mpe2's SimpleEnv: global = sum(rewards) / n, mixed with the agent's own by local_ratio
+        let global = (0.0 + self.own_reward(0, world) + self.own_reward(1, world)) / 2.0;
+        let r = self.p.local_ratio;
+        global * (1.0 - r) + self.own_reward(i, world) * r
+    }
+
+    fn observation(&self, i: usize, world: &World) -> Vec<f64> {
+        let mut o = vec![world.vel[i][0], world.vel[i][1]];
+        for l in world.n_agents..world.entities.len() {
+            o.extend([world.pos[l][0] - world.pos[i][0], world.pos[l][1] - world.pos[i][1]]);
+        }
+        o.extend(REFERENCE_COLORS[self.goals[i]]);
+        o.extend_from_slice(&world.comm[1 - i]);
+        o
+    }
+
+    fn is_terminal(&self, _world: &World) -> bool {
+        false
+    }
+
+    fn max_cycles(&self) -> usize {
+        self.p.max_cycles
+    }
+
+    fn continuous_actions(&self) -> bool {
+        self.p.continuous_actions
+    }
+
+    fn state(&self) -> Option<usize> {
+        Some(self.goals[0] * REFERENCE_LANDMARKS + self.goals[1])
+    }
+
+    fn set_state(&mut self, state: Option<usize>) -> Result<()> {
+        let g = decode_choices(state, &[REFERENCE_LANDMARKS, REFERENCE_LANDMARKS])?;
+        self.goals = [g[0], g[1]];
+        Ok(())
+    }
+}
+
+const SPEAKER_DIM_C: usize = 3;
+const SPEAKER_LANDMARKS: usize = 3;
+const SPEAKER_COLORS: [[f64; 3]; SPEAKER_LANDMARKS] = [[0.65, 0.15, 0.15], [0.15, 0.65, 0.15], [0.15, 0.15, 0.65]];
+
+/// Simple speaker-listener's scenario: `speaker_0` (fixed, speaking, `dim_c` = 3) sees the goal
+/// landmark's colour; `listener_0` (moving, silent) must reach it.
+#[derive(Debug, Clone)]
+pub struct SpeakerListener {
+    pub(crate) p: CommParams,
+    pub(crate) goal: usize,
+}
+
+impl Scenario for SpeakerListener {
+    fn make_world(&self) -> (World, Vec<String>) {
+        let agents = vec![Entity::agent(0.075, false).fixed().speaking(), Entity::agent(0.075, false)];
+        let landmarks = (0..SPEAKER_LANDMARKS).map(|_| Entity::landmark(0.04, false)).collect();
+        let world = World::new(self.p.world.clone(), agents, landmarks).with_dim_c(SPEAKER_DIM_C);
+        (world, vec!["speaker_0".into(), "listener_0".into()])
+    }
+
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore) {
+        self.goal = integers(rng, SPEAKER_LANDMARKS).min(SPEAKER_LANDMARKS - 1);
+        for i in 0..world.entities.len() {
+            world.pos[i] = [uniform(rng, -1.0, 1.0), uniform(rng, -1.0, 1.0)];
+            world.vel[i] = [0.0, 0.0];
+        }
+    }
+
+    fn reward(&self, _i: usize, world: &World) -> f64 {
+        let g = world.n_agents + self.goal;
+        -squared_distance(&world.pos[1], &world.pos[g])
+    }
+
+    fn observation(&self, i: usize, world: &World) -> Vec<f64> {
+        if i == 0 {
+            return SPEAKER_COLORS[self.goal].to_vec();
+        }
+        let mut o = vec![world.vel[i][0], world.vel[i][1]];
+        for l in world.n_agents..world.entities.len() {
+            o.extend([world.pos[l][0] - world.pos[i][0], world.pos[l][1] - world.pos[i][1]]);
+        }
+        o.extend_from_slice(&world.comm[0]);
+        o
+    }
+
+    fn is_terminal(&self, _world: &World) -> bool {
+        false
+    }
+
+    fn max_cycles(&self) -> usize {
+        self.p.max_cycles
+    }
+
+    fn continuous_actions(&self) -> bool {
+        self.p.continuous_actions
+    }
+
+    fn state(&self) -> Option<usize> {
+        Some(self.goal)
+    }
+
+    fn set_state(&mut self, state: Option<usize>) -> Result<()> {
+        self.goal = decode_choices(state, &[SPEAKER_LANDMARKS])?[0];
+        Ok(())
+    }
+}
+
+const CRYPTO_DIM_C: usize = 4;
+const CRYPTO_LANDMARKS: usize = 2;
+
+/// Simple crypto's scenario: `eve_0` (the adversary), `bob_0` (the listener) and `alice_0`
+/// (the speaker), all fixed and speaking (`dim_c` = 4); two landmarks whose "colours" are the
+/// one-hot vectors `e_0`, `e_1` of length 4. Alice sees the goal and the key, Bob the key and
+/// Alice's message, Eve only the message.
+#[derive(Debug, Clone)]
+pub struct Crypto {
+    pub(crate) p: CommParams,
+    pub(crate) goal: usize,
+    pub(crate) key: usize,
+}
+
+const EVE: usize = 0;
+const BOB: usize = 1;
+const ALICE: usize = 2;
+
+fn one_hot(k: usize) -> [f64; CRYPTO_DIM_C] {
+    let mut v = [0.0; CRYPTO_DIM_C];
+    v[k] = 1.0;
+    v
+}
+
+impl Crypto {
+    /// `Σ (c − goal)²` of agent `a`'s message, `None` while its message is all zeros.
+    fn message_error(&self, a: usize, world: &World) -> Option<f64> {
+        let c = &world.comm[a];
+        (!c.iter().all(|&v| v == 0.0)).then(|| squared_distance(c, &one_hot(self.goal)))
+    }
+}
+
+impl Scenario for Crypto {
+    fn make_world(&self) -> (World, Vec<String>) {
+        let agents = (0..3).map(|_| Entity::agent(0.05, false).fixed().speaking()).collect();
+        let landmarks = (0..CRYPTO_LANDMARKS).map(|_| Entity::landmark(0.05, false)).collect();
+        let world = World::new(self.p.world.clone(), agents, landmarks).with_dim_c(CRYPTO_DIM_C);
+        (world, vec!["eve_0".into(), "bob_0".into(), "alice_0".into()])
+    }
+
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore) {
+        self.goal = integers(rng, CRYPTO_LANDMARKS).min(CRYPTO_LANDMARKS - 1);
+        self.key = integers(rng, CRYPTO_LANDMARKS).min(CRYPTO_LANDMARKS - 1);
+        for i in 0..world.entities.len() {
+            world.pos[i] = [uniform(rng, -1.0, 1.0), uniform(rng, -1.0, 1.0)];
+            world.vel[i] = [0.0, 0.0];
+        }
+    }
+
+    fn reward(&self, i: usize, world: &World) -> f64 {
+        let eve = self.message_error(EVE, world);
+        if i == EVE {
+            return eve.map_or(0.0, |e| 0.0 - e);
+        }
+        // good agents: Eve's error counts for them, Bob's against them
+        let adv = eve.map_or(0.0, |e| 0.0 + e);
+        let good = self.message_error(BOB, world).map_or(0.0, |e| 0.0 - e);
+        adv + good
+    }
+
+    fn observation(&self, i: usize, world: &World) -> Vec<f64> {
+        let key = one_hot(self.key);
+        match i {
+            ALICE => one_hot(self.goal).into_iter().chain(key).collect(),
+            BOB => key.into_iter().chain(world.comm[ALICE].iter().copied()).collect(),
+            _ => world.comm[ALICE].clone(),
+        }
+    }
+
+    fn is_terminal(&self, _world: &World) -> bool {
+        false
+    }
+
+    fn max_cycles(&self) -> usize {
+        self.p.max_cycles
+    }
+
+    fn continuous_actions(&self) -> bool {
+        self.p.continuous_actions
+    }
+
+    fn state(&self) -> Option<usize> {
+        Some(self.goal * CRYPTO_LANDMARKS + self.key)
+    }
+
+    fn set_state(&mut self, state: Option<usize>) -> Result<()> {
+        let g = decode_choices(state, &[CRYPTO_LANDMARKS, CRYPTO_LANDMARKS])?;
+        (self.goal, self.key) = (g[0], g[1]);
+        Ok(())
     }
 }

@@ -81,16 +81,31 @@ pub struct Entity {
     pub accel: Option<f64>,
     /// Mass.
     pub mass: f64,
+    /// Whether the agent cannot communicate (its communication state stays zero and its action
+    /// has no communication part). Ignored for landmarks.
+    pub silent: bool,
 }
 
 impl Entity {
-    /// An agent of radius `size` (movable, mass 1).
+    /// A silent agent of radius `size` (movable, mass 1).
     pub fn agent(size: f64, collide: bool) -> Self {
-        Self { size, movable: true, collide, max_speed: None, accel: None, mass: 1.0 }
+        Self { size, movable: true, collide, max_speed: None, accel: None, mass: 1.0, silent: true }
     }
     /// A landmark of radius `size` (fixed).
     pub fn landmark(size: f64, collide: bool) -> Self {
-        Self { size, movable: false, collide, max_speed: None, accel: None, mass: 1.0 }
+        Self { size, movable: false, collide, max_speed: None, accel: None, mass: 1.0, silent: true }
+    }
+    /// The same entity, able to communicate.
+    #[must_use]
+    pub fn speaking(mut self) -> Self {
+        self.silent = false;
+        self
+    }
+    /// The same entity, fixed in place.
+    #[must_use]
+    pub fn fixed(mut self) -> Self {
+        self.movable = false;
+        self
     }
 }
 
@@ -121,6 +136,11 @@ pub struct World {
     pub pos: Vec<[f64; 2]>,
     /// Velocities.
     pub vel: Vec<[f64; 2]>,
+    /// Dimension of the communication channel (mpe2's `dim_c`; 0 when nobody speaks).
+    pub dim_c: usize,
+    /// Every agent's communication state (mpe2's `state.c`, `dim_c` values each; zeros for
+    /// silent agents), set from the agents' communication actions after each step.
+    pub comm: Vec<Vec<f64>>,
     forces: Vec<Option<[f64; 2]>>,
 }
 
@@ -130,7 +150,29 @@ impl World {
         let n_agents = agents.len();
         let entities: Vec<Entity> = agents.into_iter().chain(landmarks).collect();
         let n = entities.len();
-        Self { params, entities, n_agents, pos: vec![[0.0; 2]; n], vel: vec![[0.0; 2]; n], forces: vec![None; n] }
+        Self {
+            params,
+            entities,
+            n_agents,
+            pos: vec![[0.0; 2]; n],
+            vel: vec![[0.0; 2]; n],
+            dim_c: 0,
+            comm: vec![Vec::new(); n_agents],
+            forces: vec![None; n],
+        }
+    }
+
+    /// The same world with a communication channel of `dim_c` values (states all zero).
+    #[must_use]
+    pub fn with_dim_c(mut self, dim_c: usize) -> Self {
+        self.dim_c = dim_c;
+        self.comm = vec![vec![0.0; dim_c]; self.n_agents];
+        self
+    }
+
+    /// Sets every agent's communication state to zeros.
+    pub fn clear_comm(&mut self) {
+        self.comm = vec![vec![0.0; self.dim_c]; self.n_agents];
     }
 
     /// Distance between the centres of entities `a` and `b`.
