@@ -262,7 +262,8 @@ def mpe_more():
     """The scenarios added after spread/tag/adversary, in their own fixture (mpe_more.json)."""
     import warnings
 
-    from mpe2 import simple_crypto_v3, simple_push_v3, simple_reference_v3, simple_speaker_listener_v4
+    from mpe2 import (simple_crypto_v3, simple_push_v3, simple_reference_v3, simple_speaker_listener_v4,
+                      simple_world_comm_v3)
 
     warnings.filterwarnings("ignore")
     cases = []
@@ -308,6 +309,28 @@ def mpe_more():
     cases.append(_mpe_rollout(simple_crypto_v3, "simple_crypto_v3", 2, {"continuous_actions": True},
                               by_space(simple_crypto_v3, {"continuous_actions": True},
                                        np.random.default_rng(60), lo=-1.0, hi=0.6)))
+
+    def world_comm_gather(prng):
+        # everyone heads for the centre (forests, food and each other: hiding, eating, catching);
+        # the leader's message is random
+        def pol(a, o, t):
+            pos = o[2:4]
+            act = np.zeros(5, dtype=np.float32)
+            act[1], act[2] = max(pos[0], 0), max(-pos[0], 0)
+            act[3], act[4] = max(pos[1], 0), max(-pos[1], 0)
+            act = np.clip(2 * act + prng.uniform(0, 0.4, size=5), 0, 1)
+            if a.startswith("lead"):
+                act = np.concatenate([act, prng.uniform(-0.2, 1.2, size=4)])
+            return act.astype(np.float32)
+        return pol
+
+    wc = simple_world_comm_v3
+    cases.append(_mpe_rollout(wc, "simple_world_comm_v3", 0, {}, by_space(wc, {}, np.random.default_rng(70))))
+    cases.append(_mpe_rollout(wc, "simple_world_comm_v3", 1, {"continuous_actions": True},
+                              world_comm_gather(np.random.default_rng(71))))
+    kw = {"num_good": 3, "num_adversaries": 3, "num_obstacles": 2, "num_food": 3, "num_forests": 1,
+          "continuous_actions": True, "max_cycles": 20}
+    cases.append(_mpe_rollout(wc, "simple_world_comm_v3", 2, kw, by_space(wc, kw, np.random.default_rng(72))))
     write("mpe_more", {"generator": "scripts/golden_rl_envs.py mpe_more",
                        "versions": versions("mpe2", "pettingzoo", "numpy"), "cases": cases})
 

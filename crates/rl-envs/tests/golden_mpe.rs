@@ -13,6 +13,7 @@ use rl_core::Params;
 use rl_envs::mpe::{
     CommParams, SimpleAdversary, SimpleAdversaryParams, SimpleCrypto, SimplePush, SimplePushParams, SimpleReference,
     SimpleReferenceParams, SimpleSpeakerListener, SimpleSpread, SimpleSpreadParams, SimpleTag, SimpleTagParams,
+    SimpleWorldComm, SimpleWorldCommParams,
 };
 use rl_envs::rng::NumpyRng;
 use rl_envs::MultiAgentEnv;
@@ -106,6 +107,28 @@ fn make(case: &MpeCase) -> Box<dyn MultiAgentEnv> {
             }
             Box::new(SimpleReference::new(p.check().unwrap()).unwrap())
         }
+        "simple_world_comm_v3" => {
+            let mut p = SimpleWorldCommParams::default().continuous_actions(cont);
+            if let Some(n) = uint(kw, "num_good") {
+                p = p.num_good(n);
+            }
+            if let Some(n) = uint(kw, "num_adversaries") {
+                p = p.num_adversaries(n);
+            }
+            if let Some(n) = uint(kw, "num_obstacles") {
+                p = p.num_obstacles(n);
+            }
+            if let Some(n) = uint(kw, "num_food") {
+                p = p.num_food(n);
+            }
+            if let Some(n) = uint(kw, "num_forests") {
+                p = p.num_forests(n);
+            }
+            if let Some(m) = uint(kw, "max_cycles") {
+                p = p.max_cycles(m);
+            }
+            Box::new(SimpleWorldComm::new(p.check().unwrap()).unwrap())
+        }
         "simple_speaker_listener_v4" | "simple_crypto_v3" => {
             let mut p = CommParams::default().continuous_actions(cont);
             if let Some(m) = uint(kw, "max_cycles") {
@@ -175,8 +198,17 @@ fn particle_worlds_match_mpe2() {
 #[test]
 fn more_particle_worlds_match_mpe2_bit_for_bit() {
     let (cases, steps, worst, seen) = replay("mpe_more", 0.0);
-    assert_eq!(seen, ["simple_push_v3", "simple_reference_v3", "simple_speaker_listener_v4", "simple_crypto_v3"]);
-    assert!(cases >= 10 && steps >= 240, "{cases} rollouts, {steps} steps");
+    assert_eq!(
+        seen,
+        [
+            "simple_push_v3",
+            "simple_reference_v3",
+            "simple_speaker_listener_v4",
+            "simple_crypto_v3",
+            "simple_world_comm_v3"
+        ]
+    );
+    assert!(cases >= 13 && steps >= 310, "{cases} rollouts, {steps} steps");
     assert_eq!(worst, 0.0);
     eprintln!("mpe_more: {steps} steps of {cases} rollouts of {seen:?} bit-identical to mpe2");
 }

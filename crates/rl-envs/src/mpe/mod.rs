@@ -9,6 +9,7 @@
 //! | [`SimpleReference`] | `simple_reference_v3` | `agent_0`, `agent_1` (speaking, `dim_c` 10) | own vel, landmark offsets, own goal's colour, the other's message |
 //! | [`SimpleSpeakerListener`] | `simple_speaker_listener_v4` | `speaker_0` (fixed, speaking, `dim_c` 3), `listener_0` | speaker: goal colour; listener: own vel, landmark offsets, the speaker's message |
 //! | [`SimpleCrypto`] | `simple_crypto_v3` | `eve_0`, `bob_0`, `alice_0` (fixed, speaking, `dim_c` 4) | Alice: goal, key; Bob: key, Alice's message; Eve: Alice's message |
+//! | [`SimpleWorldComm`] | `simple_world_comm_v3` | `leadadversary_0` (speaking, `dim_c` 4), `adversary_0..`, `agent_0..` | own vel, pos, landmark/food/forest offsets, other agents' offsets (hidden by forests), prey velocities, in-forest flags; predators: the leader's message |
 //! | [`SimplePush`] | `simple_push_v3` | `adversary_0`, `agent_0` (keep-away) | own vel; good agent: goal offset, own colour; all: landmark offsets; good agent: landmark colours; other agent's offset |
 //!
 //! Actions are PettingZoo's: discrete (a one-element vector holding 0 no-op, 1 −x, 2 +x, 3 −y,
@@ -28,7 +29,9 @@
 //! OpenAI MPE order (used by LaRe's `multiagent-particle-envs`).
 //!
 //! Resets with [`NumpyRng::new(seed)`](crate::rng::NumpyRng) equal mpe2's `reset(seed=seed)`.
-//! The golden test (`tests/golden_mpe.rs`) matches observations and rewards to 1e-6.
+//! The golden test (`tests/golden_mpe.rs`) matches observations and rewards to 1e-6 (spread, tag,
+//! adversary) and bit for bit (push, reference, speaker-listener, crypto, world comm: float32
+//! observations equal, rewards equal to mpe2's float64 rounded to float32).
 
 mod scenarios;
 mod world;
@@ -40,7 +43,8 @@ use serde::{Deserialize, Serialize};
 
 pub use scenarios::{
     Adversary, CommParams, Crypto, Push, Reference, Scenario, SimpleAdversaryParams, SimplePushParams,
-    SimpleReferenceParams, SimpleSpreadParams, SimpleTagParams, SpeakerListener, Spread, Tag,
+    SimpleReferenceParams, SimpleSpreadParams, SimpleTagParams, SimpleWorldCommParams, SpeakerListener, Spread, Tag,
+    WorldComm,
 };
 pub use world::{Entity, MpeIntegrator, MpeWorldParams, World};
 
@@ -73,6 +77,8 @@ pub type SimpleReference = Mpe<Reference>;
 pub type SimpleSpeakerListener = Mpe<SpeakerListener>;
 /// Covert communication (`simple_crypto_v3`).
 pub type SimpleCrypto = Mpe<Crypto>;
+/// Predator-prey with a speaking leader, food and forests (`simple_world_comm_v3`).
+pub type SimpleWorldComm = Mpe<WorldComm>;
 
 impl SimpleSpread {
     /// Simple spread with `params`.
@@ -168,6 +174,16 @@ impl SimpleCrypto {
     /// None for valid parameters.
     pub fn new(params: Valid<CommParams>) -> Result<Self> {
         Mpe::build(Crypto { p: params.into_inner(), goal: 0, key: 0 })
+    }
+}
+
+impl SimpleWorldComm {
+    /// Simple world comm with `params`.
+    ///
+    /// # Errors
+    /// None for valid parameters.
+    pub fn new(params: Valid<SimpleWorldCommParams>) -> Result<Self> {
+        Mpe::build(WorldComm { p: params.into_inner() })
     }
 }
 
@@ -469,6 +485,14 @@ mod tests {
         assert_eq!((disc(&c), dims(&cc)), (vec![4, 4, 4], vec![4, 4, 4]));
         let obs: Vec<usize> = cc.observation_spaces().iter().map(Space::dim).collect();
         assert_eq!(obs, [4, 8, 8]);
+        let w = SimpleWorldComm::new(SimpleWorldCommParams::default().check().unwrap()).unwrap();
+        let wc =
+            SimpleWorldComm::new(SimpleWorldCommParams::default().continuous_actions(true).check().unwrap()).unwrap();
+        assert_eq!(w.agent_names()[..2], ["leadadversary_0", "adversary_0"]);
+        assert_eq!((disc(&w), dims(&wc)), (vec![20, 5, 5, 5, 5, 5], vec![9, 5, 5, 5, 5, 5]));
+        let obs: Vec<usize> = w.observation_spaces().iter().map(Space::dim).collect();
+        assert_eq!(obs, [34, 34, 34, 34, 28, 28]);
+        assert!(SimpleWorldCommParams::default().num_food(0).check().is_err());
     }
 
     #[test]

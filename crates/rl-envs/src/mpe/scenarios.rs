@@ -1,4 +1,5 @@
-//! The scenarios: simple spread, tag, adversary, push, reference, speaker-listener, crypto (mpe2 1.1.1).
+//! The scenarios: simple spread, tag, adversary, push, reference, speaker-listener, crypto, world comm
+//! (mpe2 1.1.1).
 
 use rand::RngCore;
 use rl_core::Params;
@@ -1268,5 +1269,272 @@ impl Scenario for Crypto {
         let g = decode_choices(state, &[CRYPTO_LANDMARKS, CRYPTO_LANDMARKS])?;
         (self.goal, self.key) = (g[0], g[1]);
         Ok(())
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+
+/// Parameters of [`SimpleWorldComm`](crate::mpe::SimpleWorldComm) (`simple_world_comm_v3`);
+/// the defaults are mpe2's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `num_good` | 2 | prey | `>= 1` |
+/// | `num_adversaries` | 4 | predators, the first of them the speaking leader | `>= 1` |
+/// | `num_obstacles` | 1 | obstacles (radius 0.2, colliding) | any |
+/// | `num_food` | 2 | food (radius 0.03) | `>= 1` |
+/// | `num_forests` | 2 | forests (radius 0.3) that hide agents | any |
+/// | `max_cycles` | 25 | time limit | `>= 1` |
+/// | `continuous_actions` | false | continuous actions (the leader's: 5 movement + 4 message values) | |
+/// | `world` | see [`MpeWorldParams`] | physics | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SimpleWorldCommParams {
+    /// Prey.
+    pub num_good: usize,
+    /// Predators (leader included).
+    pub num_adversaries: usize,
+    /// Obstacles.
+    pub num_obstacles: usize,
+    /// Food.
+    pub num_food: usize,
+    /// Forests.
+    pub num_forests: usize,
+    /// Time limit.
+    pub max_cycles: usize,
+    /// Continuous actions.
+    pub continuous_actions: bool,
+    /// Physics.
+    pub world: MpeWorldParams,
+}
+
+impl Default for SimpleWorldCommParams {
+    fn default() -> Self {
+        Self {
+            num_good: 2,
+            num_adversaries: 4,
+            num_obstacles: 1,
+            num_food: 2,
+            num_forests: 2,
+            max_cycles: 25,
+            continuous_actions: false,
+            world: MpeWorldParams::default(),
+        }
+    }
+}
+
+impl SimpleWorldCommParams {
+    /// Sets `num_good`.
+    #[must_use]
+    pub fn num_good(mut self, v: usize) -> Self {
+        self.num_good = v;
+        self
+    }
+    /// Sets `num_adversaries`.
+    #[must_use]
+    pub fn num_adversaries(mut self, v: usize) -> Self {
+        self.num_adversaries = v;
+        self
+    }
+    /// Sets `num_obstacles`.
+    #[must_use]
+    pub fn num_obstacles(mut self, v: usize) -> Self {
+        self.num_obstacles = v;
+        self
+    }
+    /// Sets `num_food`.
+    #[must_use]
+    pub fn num_food(mut self, v: usize) -> Self {
+        self.num_food = v;
+        self
+    }
+    /// Sets `num_forests`.
+    #[must_use]
+    pub fn num_forests(mut self, v: usize) -> Self {
+        self.num_forests = v;
+        self
+    }
+    /// Sets `max_cycles`.
+    #[must_use]
+    pub fn max_cycles(mut self, v: usize) -> Self {
+        self.max_cycles = v;
+        self
+    }
+    /// Sets `continuous_actions`.
+    #[must_use]
+    pub fn continuous_actions(mut self, v: bool) -> Self {
+        self.continuous_actions = v;
+        self
+    }
+    /// Sets `world`.
+    #[must_use]
+    pub fn world(mut self, v: MpeWorldParams) -> Self {
+        self.world = v;
+        self
+    }
+}
+
+impl Params for SimpleWorldCommParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        for (name, v) in
+            [("num_good", self.num_good), ("num_adversaries", self.num_adversaries), ("num_food", self.num_food)]
+        {
+            if v == 0 {
+                return Err(EnvError::invalid(name, 0, "must be >= 1"));
+            }
+        }
+        if self.max_cycles == 0 {
+            return Err(EnvError::invalid("max_cycles", 0, "must be >= 1"));
+        }
+        self.world.validate()
+    }
+}
+
+const WORLD_COMM_DIM_C: usize = 4;
+
+/// Simple world comm's scenario: `leadadversary_0` (speaking, `dim_c` = 4), `adversary_*`,
+/// `agent_*` (prey); then obstacles, food and forests. Agents in a forest are seen only by
+/// agents in the same forest and by the leader.
+#[derive(Debug, Clone)]
+pub struct WorldComm {
+    pub(crate) p: SimpleWorldCommParams,
+}
+
+impl WorldComm {
+    fn n_agents(&self) -> usize {
+        self.p.num_adversaries + self.p.num_good
+    }
+    fn food(&self) -> std::ops::Range<usize> {
+        let start = self.n_agents() + self.p.num_obstacles;
+        start..start + self.p.num_food
+    }
+    fn forests(&self) -> std::ops::Range<usize> {
+        let start = self.food().end;
+        start..start + self.p.num_forests
+    }
+    fn good(&self) -> std::ops::Range<usize> {
+        self.p.num_adversaries..self.n_agents()
+    }
+    fn in_forests(&self, a: usize, world: &World) -> Vec<bool> {
+        self.forests().map(|f| world.is_collision(a, f)).collect()
+    }
+}
+
+impl Scenario for WorldComm {
+    fn make_world(&self) -> (World, Vec<String>) {
+        let p = &self.p;
+        let mut agents = Vec::with_capacity(self.n_agents());
+        let mut names = Vec::with_capacity(self.n_agents());
+        for i in 0..self.n_agents() {
+            let adv = i < p.num_adversaries;
+            let mut e = Entity::agent(if adv { 0.075 } else { 0.045 }, true);
+            e.accel = Some(if adv { 3.0 } else { 4.0 });
+            e.max_speed = Some(if adv { 1.0 } else { 1.3 });
+            if i == 0 {
+                e = e.speaking();
+                names.push("leadadversary_0".to_owned());
+            } else if adv {
+                names.push(format!("adversary_{}", i - 1));
+            } else {
+                names.push(format!("agent_{}", i - p.num_adversaries));
+            }
+            agents.push(e);
+        }
+        let landmarks = (0..p.num_obstacles)
+            .map(|_| Entity::landmark(0.2, true))
+            .chain((0..p.num_food).map(|_| Entity::landmark(0.03, false)))
+            .chain((0..p.num_forests).map(|_| Entity::landmark(0.3, false)))
+            .collect();
+        (World::new(p.world.clone(), agents, landmarks).with_dim_c(WORLD_COMM_DIM_C), names)
+    }
+
+    fn reset(&mut self, world: &mut World, rng: &mut dyn RngCore) {
+        for i in 0..world.n_agents {
+            world.pos[i] = [uniform(rng, -1.0, 1.0), uniform(rng, -1.0, 1.0)];
+            world.vel[i] = [0.0, 0.0];
+        }
+        // mpe2 draws every landmark (food and forests included), then food and forests again
+        let all = world.n_agents..world.entities.len();
+        for i in all.chain(self.food()).chain(self.forests()) {
+            world.pos[i] = [uniform(rng, -0.9, 0.9), uniform(rng, -0.9, 0.9)];
+            world.vel[i] = [0.0, 0.0];
+        }
+    }
+
+    fn reward(&self, i: usize, world: &World) -> f64 {
+        let na = self.p.num_adversaries;
+        let mut rew = 0.0;
+        if i < na {
+            rew -= 0.1 * self.good().map(|a| world.dist(a, i)).fold(f64::INFINITY, f64::min);
+            for ag in self.good() {
+                for adv in 0..na {
+                    if world.is_collision(ag, adv) {
+                        rew += 5.0;
+                    }
+                }
+            }
+        } else {
+            for a in 0..na {
+                if world.is_collision(a, i) {
+                    rew -= 5.0;
+                }
+            }
+            for p in 0..2 {
+                rew -= 2.0 * bound(world.pos[i][p].abs());
+            }
+            for f in self.food() {
+                if world.is_collision(i, f) {
+                    rew += 2.0;
+                }
+            }
+            rew -= 0.05 * self.food().map(|f| world.dist(f, i)).fold(f64::INFINITY, f64::min);
+        }
+        rew
+    }
+
+    fn observation(&self, i: usize, world: &World) -> Vec<f64> {
+        let na = self.p.num_adversaries;
+        let mut o = vec![world.vel[i][0], world.vel[i][1], world.pos[i][0], world.pos[i][1]];
+        for l in world.n_agents..world.entities.len() {
+            o.extend([world.pos[l][0] - world.pos[i][0], world.pos[l][1] - world.pos[i][1]]);
+        }
+        let inf = self.in_forests(i, world);
+        let mut other_vel = Vec::new();
+        for other in (0..world.n_agents).filter(|&a| a != i) {
+            let oth = self.in_forests(other, world);
+            let same_forest = inf.iter().zip(&oth).any(|(&a, &b)| a && b);
+            let visible = same_forest || (!inf.iter().any(|&v| v) && !oth.iter().any(|&v| v)) || i == 0;
+            if visible {
+                o.extend([world.pos[other][0] - world.pos[i][0], world.pos[other][1] - world.pos[i][1]]);
+            } else {
+                o.extend([0.0, 0.0]);
+            }
+            if other >= na {
+                other_vel.extend(if visible { world.vel[other] } else { [0.0, 0.0] });
+            }
+        }
+        let in_forest = inf.iter().map(|&v| if v { 1.0 } else { -1.0 });
+        if i < na {
+            o.extend(other_vel);
+            o.extend(in_forest);
+            o.extend_from_slice(&world.comm[0]);
+        } else {
+            o.extend(in_forest);
+            o.extend(other_vel);
+        }
+        o
+    }
+
+    fn is_terminal(&self, _world: &World) -> bool {
+        false
+    }
+
+    fn max_cycles(&self) -> usize {
+        self.p.max_cycles
+    }
+
+    fn continuous_actions(&self) -> bool {
+        self.p.continuous_actions
     }
 }
