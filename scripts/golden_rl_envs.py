@@ -4,7 +4,7 @@
 Run with the provisioned venv (gymnasium, gymnasium-robotics, mpe2, mujoco==3.17.0):
 
     ~/.cache/frugal-rl/venv/bin/pip install gymnasium==1.4.0 gymnasium-robotics==1.4.2 mpe2==1.1.1
-    ~/.cache/frugal-rl/venv/bin/python scripts/golden_rl_envs.py [classic|maze|mpe|mpe_more|mujoco|all]
+    ~/.cache/frugal-rl/venv/bin/python scripts/golden_rl_envs.py [classic|cartpole_after|maze|mpe|mpe_more|mujoco|all]
 
 Writes crates/rl-envs/tests/fixtures/<family>.json. Each case records the seed given to
 `reset(seed=...)`, the state right after the reset (for environments whose reset draws cannot be
@@ -90,6 +90,48 @@ def classic():
             lambda o, t: prng2.uniform(-1.0, 1.0, size=(1,)).astype(np.float32), 1000)
     write("classic", {"generator": "scripts/golden_rl_envs.py classic",
                       "versions": versions("gymnasium", "numpy"), "cases": cases})
+
+
+def cartpole_after():
+    """CartPole-v1 stepped on after termination (gymnasium warns, then rewards 0 / -1)."""
+    import warnings
+
+    import gymnasium as gym
+
+    warnings.filterwarnings("ignore")
+    gym.logger.min_level = 40  # the "already returned terminated = True" warning
+    cases = []
+
+    def rollout(seed, prng, after, sutton_barto=False):
+        kwargs = {"sutton_barto_reward": True} if sutton_barto else {}
+        env = gym.make("CartPole-v1", **kwargs)
+        obs, _ = env.reset(seed=seed)
+        case = {"env": "CartPole-v1", "seed": seed, "kwargs": kwargs, "reset_obs": f(obs), "actions": [],
+                "obs": [], "rewards": [], "terminated": [], "truncated": [], "steps_beyond_terminated": []}
+        fell, left = False, after
+        while left > 0:
+            # random until the pole falls, then pushes under the leaning pole (so that some
+            # later steps come back inside the thresholds)
+            a = int(obs[2] + 0.5 * obs[3] > 0) if fell else int(prng.integers(0, 2))
+            obs, r, term, trunc, _ = env.step(a)
+            case["actions"].append([float(a)])
+            case["obs"].append(f(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            case["steps_beyond_terminated"].append(env.unwrapped.steps_beyond_terminated)
+            fell = fell or term
+            if fell:
+                left -= 1
+            if trunc:
+                break
+        cases.append(case)
+
+    for k, seed in enumerate([0, 1, 2]):
+        rollout(seed, np.random.default_rng(600 + k), 40)
+    rollout(3, np.random.default_rng(610), 40, sutton_barto=True)
+    write("cartpole_after_termination", {"generator": "scripts/golden_rl_envs.py cartpole_after",
+                                         "versions": versions("gymnasium", "numpy"), "cases": cases})
 
 
 # ------------------------------------------------------------------------------------------
@@ -382,7 +424,7 @@ def mujoco_envs():
 
 def main():
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
-    table = {"classic": classic, "maze": maze, "mpe": mpe, "mpe_more": mpe_more, "mujoco": mujoco_envs}
+    table = {"classic": classic, "cartpole_after": cartpole_after, "maze": maze, "mpe": mpe, "mpe_more": mpe_more, "mujoco": mujoco_envs}
     for k in (table if which == "all" else [which]):
         table[k]()
 

@@ -37,6 +37,7 @@ pub enum CartPoleIntegrator {
 /// | `sutton_barto_reward` | false | reward 0 per step and −1 on termination instead of 1 per step | |
 /// | `reset_low`, `reset_high` | −0.05, 0.05 | each state entry drawn from `U(low, high)` at reset | `low <= high` |
 /// | `max_episode_steps` | 500 | time limit (registered by gymnasium); 0 = none | any |
+/// | `continue_after_termination` | false | allow steps after `terminated` as gymnasium does (see [`CartPole`]) instead of [`rl_core::RlCoreError::NeedsReset`] | |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CartPoleParams {
@@ -66,6 +67,8 @@ pub struct CartPoleParams {
     pub reset_high: f64,
     /// Time limit (0 = none).
     pub max_episode_steps: usize,
+    /// Steps after termination go on as in gymnasium instead of erroring.
+    pub continue_after_termination: bool,
 }
 
 impl Default for CartPoleParams {
@@ -84,11 +87,18 @@ impl Default for CartPoleParams {
             reset_low: -0.05,
             reset_high: 0.05,
             max_episode_steps: 500,
+            continue_after_termination: false,
         }
     }
 }
 
 impl CartPoleParams {
+    /// Sets `continue_after_termination`.
+    #[must_use]
+    pub fn continue_after_termination(mut self, v: bool) -> Self {
+        self.continue_after_termination = v;
+        self
+    }
     /// Sets `gravity`.
     #[must_use]
     pub fn gravity(mut self, v: f64) -> Self {
@@ -198,6 +208,10 @@ pub struct CartPoleState {
     pub x: [f64; 4],
     /// Step counter and episode flags.
     pub clock: EpisodeClock,
+    /// gymnasium's `steps_beyond_terminated`: `None` until the pole falls, then the number of
+    /// steps taken after the terminating one (only grows with `continue_after_termination`).
+    #[serde(default)]
+    pub steps_beyond_terminated: Option<usize>,
 }
 
 /// Cart-pole balancing (gymnasium `CartPole-v1`), step for step.
@@ -215,7 +229,13 @@ pub struct CartPoleState {
 /// ```
 ///
 /// Truncated after `max_episode_steps` (500). Stepping after termination is
-/// [`rl_core::RlCoreError::NeedsReset`] (gymnasium only warns).
+/// [`rl_core::RlCoreError::NeedsReset`] by default; gymnasium 1.4 only logs a warning and goes on.
+/// With `continue_after_termination` this environment goes on as gymnasium does (without the
+/// warning): the dynamics keep integrating, `terminated` is recomputed from the new state,
+/// a step that is still terminated returns reward 0 (−1 with `sutton_barto_reward`) and counts
+/// [`CartPole::steps_beyond_terminated`], and a step back inside the thresholds returns the
+/// ordinary reward. The time limit still truncates (and then ends the episode: stepping after
+/// truncation is an error, where gymnasium's `TimeLimit` keeps returning `truncated`).
 #[derive(Debug, Clone)]
 pub struct CartPole {
     params: CartPoleParams,
@@ -240,13 +260,19 @@ impl CartPole {
             )?,
             act_space: Space::discrete(2)?,
             params,
-            state: CartPoleState { x: [0.0; 4], clock: EpisodeClock::default() },
+            state: CartPoleState { x: [0.0; 4], clock: EpisodeClock::default(), steps_beyond_terminated: None },
         })
     }
 
     /// The parameters.
     pub fn params(&self) -> &CartPoleParams {
         &self.params
+    }
+
+    /// gymnasium's `steps_beyond_terminated`: `None` until the episode terminates, then how many
+    /// steps were taken after the terminating one.
+    pub fn steps_beyond_terminated(&self) -> Option<usize> {
+        self.state.steps_beyond_terminated
     }
 
     fn obs(&self) -> Array1<f32> {
@@ -268,6 +294,7 @@ impl Env for CartPole {
             *v = uniform(rng, self.params.reset_low, self.params.reset_high);
         }
         self.state.clock.start();
+        self.state.steps_beyond_terminated = None;
         Ok(self.obs())
     }
 
@@ -299,12 +326,30 @@ impl Env for CartPole {
             || new[0] > p.x_threshold
             || new[2] < -p.theta_threshold_radians
             || new[2] > p.theta_threshold_radians;
-        let reward = match (p.sutton_barto_reward, terminated) {
-            (false, _) => 1.0,
-            (true, false) => 0.0,
-            (true, true) => -1.0,
+        let reward = if !terminated {
+            if p.sutton_barto_reward {
+                0.0
+            } else {
+                1.0
+            }
+        } else if let Some(beyond) = self.state.steps_beyond_terminated {
+            // gymnasium: "any further steps are undefined behavior", reward 0 (or −1)
+            self.state.steps_beyond_terminated = Some(beyond + 1);
+            if p.sutton_barto_reward {
+                -1.0
+            } else {
+                0.0
+            }
+        } else {
+            self.state.steps_beyond_terminated = Some(0);
+            if p.sutton_barto_reward {
+                -1.0
+            } else {
+                1.0
+            }
         };
-        let truncated = self.state.clock.tick(terminated, p.max_episode_steps);
+        let ends = terminated && !p.continue_after_termination;
+        let truncated = self.state.clock.tick(ends, p.max_episode_steps);
         Ok(Step { obs: self.obs(), reward, terminated, truncated })
     }
 }
