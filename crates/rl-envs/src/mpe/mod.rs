@@ -352,7 +352,9 @@ impl<S: Scenario> MultiAgentEnv for Mpe<S> {
         let parsed = actions.iter().enumerate().map(|(i, a)| self.parse_action(i, a)).collect::<Result<Vec<_>>>()?;
         let forces: Vec<[f64; 2]> = parsed.iter().map(|(f, _)| *f).collect();
         self.world.step(&forces);
-        // mpe2's `update_agent_state`: the communication state is the action's (no noise)
+        // mpe2's `update_agent_state`: the communication state is the action's (no noise);
+        // `World::comm` is public, so a custom scenario may have resized it
+        self.world.comm.resize(n, Vec::new());
         for (i, (_, comm)) in parsed.into_iter().enumerate() {
             self.world.comm[i] = comm.unwrap_or_else(|| vec![0.0; self.world.dim_c]);
         }
