@@ -727,62 +727,11 @@ impl Scenario for Adversary {
 
 // ------------------------------------------------------------------------------------------
 
-/// Parameters of [`SimplePush`](crate::mpe::SimplePush) (keep-away, `simple_push_v3`); the
-/// defaults are mpe2's. The scenario itself is fixed by mpe2: one adversary, one good agent,
-/// two landmarks, one of which (drawn at reset) is the goal.
-///
-/// | name | default | purpose | range |
-/// |---|---|---|---|
-/// | `max_cycles` | 25 | time limit | `>= 1` |
-/// | `continuous_actions` | false | `[0, 1]^5` actions | |
-/// | `world` | see [`MpeWorldParams`] | physics | |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct SimplePushParams {
-    /// Time limit.
-    pub max_cycles: usize,
-    /// Continuous actions.
-    pub continuous_actions: bool,
-    /// Physics.
-    pub world: MpeWorldParams,
-}
-
-impl Default for SimplePushParams {
-    fn default() -> Self {
-        Self { max_cycles: 25, continuous_actions: false, world: MpeWorldParams::default() }
-    }
-}
-
-impl SimplePushParams {
-    /// Sets `max_cycles`.
-    #[must_use]
-    pub fn max_cycles(mut self, v: usize) -> Self {
-        self.max_cycles = v;
-        self
-    }
-    /// Sets `continuous_actions`.
-    #[must_use]
-    pub fn continuous_actions(mut self, v: bool) -> Self {
-        self.continuous_actions = v;
-        self
-    }
-    /// Sets `world`.
-    #[must_use]
-    pub fn world(mut self, v: MpeWorldParams) -> Self {
-        self.world = v;
-        self
-    }
-}
-
-impl Params for SimplePushParams {
-    type Error = EnvError;
-    fn validate(&self) -> Result<()> {
-        if self.max_cycles == 0 {
-            return Err(EnvError::invalid("max_cycles", 0, "must be >= 1"));
-        }
-        self.world.validate()
-    }
-}
+/// Parameters of [`SimplePush`](crate::mpe::SimplePush) (keep-away, `simple_push_v3`): the
+/// same three as the other scenarios whose make-up mpe2 fixes ([`CommParams`]). The scenario
+/// itself is fixed by mpe2: one adversary, one good agent, two landmarks, one of which (drawn at
+/// reset) is the goal; continuous actions are `[0, 1]^5`.
+pub type SimplePushParams = CommParams;
 
 /// Simple push's scenario: agent 0 is `adversary_0`, agent 1 `agent_0`; entities 2 and 3 are
 /// the landmarks.
@@ -885,11 +834,13 @@ impl Scenario for Push {
 
 // ------------------------------------------------------------------------------------------
 
-/// Parameters of a fixed-size communication scenario ([`SimpleSpeakerListener`],
-/// [`SimpleCrypto`]); the defaults are mpe2's.
+/// Parameters of the scenarios whose make-up mpe2 fixes: the communication scenarios
+/// [`SimpleSpeakerListener`] and [`SimpleCrypto`], and [`SimplePush`] (as
+/// [`SimplePushParams`]); the defaults are mpe2's.
 ///
 /// [`SimpleSpeakerListener`]: crate::mpe::SimpleSpeakerListener
 /// [`SimpleCrypto`]: crate::mpe::SimpleCrypto
+/// [`SimplePush`]: crate::mpe::SimplePush
 ///
 /// | name | default | purpose | range |
 /// |---|---|---|---|
