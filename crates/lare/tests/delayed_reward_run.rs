@@ -49,7 +49,7 @@ impl Env for Drift {
         let a = action[0].clamp(-1.0, 1.0);
         self.x = (self.x + 0.25 * a).clamp(-2.0, 2.0);
         self.t += 1;
-        Ok(Step { obs: array![self.x], reward: -self.x.abs(), terminated: false, truncated: self.t >= HORIZON })
+        Ok(Step::new(array![self.x], -self.x.abs(), false, self.t >= HORIZON))
     }
 }
 

@@ -40,7 +40,7 @@ impl Env for Reach {
     }
     fn step(&mut self, a: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
         let r = 1.0 - (a[0].clamp(-1.0, 1.0) - self.s[0]).powi(2);
-        Ok(Step { obs: Array1::from(self.s.to_vec()), reward: r, terminated: true, truncated: false })
+        Ok(Step::new(Array1::from(self.s.to_vec()), r, true, false))
     }
 }
 

@@ -42,7 +42,7 @@ pub mod stats;
 
 pub use batch::{TransitionColumns, Transitions};
 pub use budget::MemoryBudget;
-pub use env::{rollout_episode, ActMode, Env, Policy, RandomPolicy, Step};
+pub use env::{rollout_episode, ActMode, Env, Info, InfoValue, Policy, RandomPolicy, Step};
 pub use episode::{EpisodeStats, EpisodeSummary};
 pub use error::{check_finite, check_finite_f64, Result, RlCoreError};
 pub use metrics::{JsonlSink, MemorySink, Metrics, MetricsSink};

@@ -350,7 +350,7 @@ impl Env for CartPole {
         };
         let ends = terminated && !p.continue_after_termination;
         let truncated = self.state.clock.tick(ends, p.max_episode_steps);
-        Ok(Step { obs: self.obs(), reward, terminated, truncated })
+        Ok(Step::new(self.obs(), reward, terminated, truncated))
     }
 }
 

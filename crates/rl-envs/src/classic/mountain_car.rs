@@ -257,7 +257,7 @@ impl Env for MountainCarContinuous {
         let a64 = f64::from(a);
         let reward = if terminated { 100.0 } else { 0.0 } - a64 * a64 * 0.1;
         let truncated = self.state.clock.tick(terminated, self.params.max_episode_steps);
-        Ok(Step { obs: self.obs(), reward: reward as f32, terminated, truncated })
+        Ok(Step::new(self.obs(), reward as f32, terminated, truncated))
     }
 }
 

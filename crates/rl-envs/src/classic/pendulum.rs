@@ -247,7 +247,7 @@ impl Env for Pendulum {
         self.state.theta = new_th;
         self.state.theta_dot = new_thdot;
         let truncated = self.state.clock.tick(false, p.max_episode_steps);
-        Ok(Step { obs: self.obs(), reward: -costs as f32, terminated: false, truncated })
+        Ok(Step::new(self.obs(), -costs as f32, false, truncated))
     }
 }
 

@@ -697,7 +697,7 @@ impl<P: PointPhysics> Env for PointMazeEnv<P> {
                 self.goal_rng = Some(g);
             }
         }
-        Ok(Step { obs, reward: reward as f32, terminated, truncated })
+        Ok(Step::new(obs, reward as f32, terminated, truncated))
     }
 }
 

@@ -847,7 +847,7 @@ impl Env for Locomotion {
             }
         };
         let truncated = self.clock.tick(terminated, self.task.max_steps());
-        Ok(Step { obs: self.observe(), reward: reward as f32, terminated, truncated })
+        Ok(Step::new(self.observe(), reward as f32, terminated, truncated))
     }
 }
 
