@@ -131,6 +131,15 @@ MUTANTS_FILES_rlvr-core = -f 'crates/rlvr-core/src/{advantage,groups,effectivene
 MUTANTS_OPTS_rlvr-core = --no-default-features --exclude-re 'to_tensor|ids_tensor|member_sizes_tensor|token_weights|from_masks|GlobalCounts::local|Aggregation::aggregate|float_mask|kl_value_grad|kl_penalty|entropy_from_logits|token_log_probs|to_compute_kind|behaviour_weights'
 MUTANTS_FILES_rlvr-replay = -f 'crates/rlvr-replay/src/*.rs' -e 'crates/rlvr-replay/src/tensor.rs'
 MUTANTS_OPTS_rlvr-replay = --no-default-features
+# the crates of the second round (not in the default MUTANTS_CRATES: each is hours; name them)
+# rl-envs without MuJoCo: classic control, mazes, particle worlds, wrappers, NumPy's generator
+MUTANTS_FILES_rl-envs = -f 'crates/rl-envs/src/{classic,maze,mpe,wrappers}/*.rs' -f 'crates/rl-envs/src/{common,rng,traits}.rs'
+MUTANTS_FILES_rl-agents = -f 'crates/rl-agents/src/*.rs'
+MUTANTS_FILES_offline-rl = -f 'crates/offline-rl/src/{algo,data}/*.rs' -f 'crates/offline-rl/src/{score,train}.rs'
+MUTANTS_FILES_lare = -f 'crates/lare/src/*.rs'
+# aigb's tch-free simulator: auction, traffic, market, bidders, logged data, evaluation
+MUTANTS_FILES_aigb = -f 'crates/aigb/src/{auction,bidder,dataset,eval,market,policy,sim,stats,traffic}.rs' -f 'crates/aigb/src/bidders/*.rs'
+MUTANTS_OPTS_aigb = --no-default-features
 mutants: provision
 	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
 	@mkdir -p target/mutants
