@@ -141,10 +141,21 @@ impl ActorCritic {
         })
     }
 
-    /// TD3's smoothed target action `clip(μ'(s') + clip(ε, −c, c) · scale, low, high)` for a
-    /// standard normal draw `eps` scaled by `sigma` (no gradient).
-    pub(crate) fn target_action(&self, next_obs: &Tensor, eps: &Tensor, sigma: f64, clip: f64) -> AResult<Tensor> {
-        let noise = eps.f_mul_scalar(sigma)?.f_clamp(-clip, clip)?.f_mul(self.actor.bounds().scale())?;
+    /// TD3's smoothed target action `clip(μ'(s') + clip(σε, −c, c) · k, low, high)` for a
+    /// standard normal draw `eps`, with `k` the action scale when `scaled` and 1 otherwise
+    /// (no gradient).
+    pub(crate) fn target_action(
+        &self,
+        next_obs: &Tensor,
+        eps: &Tensor,
+        sigma: f64,
+        clip: f64,
+        scaled: bool,
+    ) -> AResult<Tensor> {
+        let mut noise = eps.f_mul_scalar(sigma)?.f_clamp(-clip, clip)?;
+        if scaled {
+            noise = noise.f_mul(self.actor.bounds().scale())?;
+        }
         self.actor.bounds().clamp(&self.actor_target.forward(next_obs)?.f_add(&noise)?)
     }
 
@@ -175,6 +186,45 @@ impl ActorCritic {
             optims: vec![("actor", &self.actor_opt), ("critic", &self.critic_opt)],
         }
     }
+}
+
+/// `AgentError::Shape` unless `t` is a `[rows, cols]` float tensor on `device` (an injected
+/// noise draw).
+pub(crate) fn check_noise(what: &str, t: &Tensor, rows: usize, cols: usize, device: Device) -> AResult<()> {
+    let want = [rows as i64, cols as i64];
+    if t.size() != want || t.kind() != Kind::Float || t.device() != device {
+        return Err(AgentError::Shape {
+            what: what.into(),
+            expected: format!("float tensor {want:?} on {device:?}"),
+            got: format!("{:?} tensor {:?} on {:?}", t.kind(), t.size(), t.device()),
+        });
+    }
+    Ok(())
+}
+
+/// The weights of `stores` under `prefix.` names (shallow copies; no optimiser state).
+pub(crate) fn weights(stores: &[(&str, &VarStore)]) -> Vec<(String, Tensor)> {
+    stores.iter().flat_map(|(prefix, vs)| rl_nn::checkpoint::var_store_tensors(vs, &format!("{prefix}."))).collect()
+}
+
+/// Copies `file` into `stores`: every variable must be present with its shape, and `file` may
+/// hold no other name (checked before anything is copied).
+pub(crate) fn set_weights(stores: &[(&str, &VarStore)], file: &BTreeMap<String, Tensor>) -> AResult<()> {
+    const WHAT: &str = "<weights>";
+    let mut known = std::collections::BTreeSet::new();
+    for (prefix, vs) in stores {
+        let p = format!("{prefix}.");
+        rl_nn::checkpoint::check_map(vs, file, &p, LoadMode::Strict, WHAT)?;
+        known.extend(rl_nn::checkpoint::var_store_tensors(vs, &p).into_iter().map(|(k, _)| k));
+    }
+    let extra: Vec<String> = file.keys().filter(|k| !known.contains(*k)).cloned().collect();
+    if !extra.is_empty() {
+        return Err(rl_nn::RlNnError::UnexpectedTensors { path: WHAT.into(), names: extra }.into());
+    }
+    for (prefix, vs) in stores {
+        rl_nn::checkpoint::load_map(vs, file, &format!("{prefix}."), LoadMode::Strict, WHAT)?;
+    }
+    Ok(())
 }
 
 /// `Σ_e mean_b (q_e − y)²` for critic values `q` `[E, B]` and targets `y` `[B]`.

@@ -70,10 +70,11 @@ impl Params for FinetuneSchedule {
 /// | `tau` | 0.005 | target smoothing (critic and actor, on actor updates) | `[0, 1]` | code |
 /// | `actor_lr`, `critic_lr`, `value_lr` | 3e-4 | Adam steps | `> 0` | code |
 /// | `cosine_steps` | 500,000 | actor updates over which the actor learning rate anneals to 0 (`CosineAnnealingLR(1e6 / policy_delay)`); 0: constant | `>= 0` | code |
-/// | `policy_noise`, `noise_clip` | 0.2, 0.5 | target smoothing, × action scale | `>= 0` | code |
+/// | `policy_noise`, `noise_clip` | 0.2, 0.5 | target smoothing noise std and clip, in action units (not × action scale, as in the code: `randn_like(action) * 0.2` clamped to ±0.5) | `>= 0` | code |
+/// | `scale_target_noise` | `false` | multiply the clipped smoothing noise by the action scale (`(high − low) / 2`), as TD3's command line does; the DMG code does not | | ours |
 /// | `policy_delay` | 2 | critic updates per actor update | `>= 1` | code |
 /// | `lambda` | 0.25 | mixture `λ` of the generalised and in-sample targets | `[0, 1]` | paper Table 5 |
-/// | `nu` | 0.1 | penalty `ν` of the advantage-weighted BC term (10 for expert / medium-expert, 0.5 AntMaze) | `>= 0` | paper Table 5 |
+/// | `nu` | 0.1 | penalty `ν` of the advantage-weighted BC term (10 for expert / medium-expert, 0.5 AntMaze); the code's command line defaults to `--nu 0.5` for every task, [`DmgParams::code_defaults`] gives that | `>= 0` | paper Table 5 |
 /// | `expectile` | 0.7 | expectile `τ` of the value net (0.9 AntMaze) | `(0, 1)` | paper (IQL) |
 /// | `temperature` | 3.0 | inverse temperature `α` of the weights (10 AntMaze) | `>= 0` | paper (IQL) |
 /// | `max_weight` | 3.0 | clamp of `exp(α(Q − V))` (100 AntMaze) | `> 0` | code only (`max_weight = 100 if antmaze else 3`) |
@@ -106,6 +107,8 @@ pub struct DmgParams {
     pub policy_noise: f64,
     /// Clip of the smoothing noise.
     pub noise_clip: f64,
+    /// Multiply the clipped smoothing noise by the action scale (default `false`, as the code).
+    pub scale_target_noise: bool,
     /// Critic updates per actor update.
     pub policy_delay: usize,
     /// Mixture coefficient λ.
@@ -139,6 +142,7 @@ impl Default for DmgParams {
             cosine_steps: 500_000,
             policy_noise: 0.2,
             noise_clip: 0.5,
+            scale_target_noise: false,
             policy_delay: 2,
             lambda: 0.25,
             nu: 0.1,
@@ -164,6 +168,7 @@ setters!(DmgParams {
     cosine_steps: u64,
     policy_noise: f64,
     noise_clip: f64,
+    scale_target_noise: bool,
     policy_delay: usize,
     lambda: f64,
     nu: f64,
@@ -189,6 +194,13 @@ impl DmgParams {
     /// Table 5, code). Rewards: [`crate::RewardTransform::SparseMinusOne`].
     pub fn antmaze() -> Self {
         Self { nu: 0.5, expectile: 0.9, temperature: 10.0, max_weight: 100.0, ..Self::default() }
+    }
+
+    /// The official code's command-line defaults (`train_offline.py`: `--nu 0.5`,
+    /// `--lam 0.25`, expectile 0.7 and temperature 3 off AntMaze) rather than the paper's
+    /// per-dataset Table 5: only `ν` differs from [`DmgParams::default`].
+    pub fn code_defaults() -> Self {
+        Self { nu: 0.5, ..Self::default() }
     }
 
     /// Sets the hidden widths of actor, critics and value network.
@@ -235,7 +247,7 @@ impl Params for DmgParams {
 /// per update, one batch (s, a, r, s', d):
 ///   value:  q_in = min_e Q'_e(s, a)                                   (target critics)
 ///           L(V) = mean_b |τ − 1[q_in − V(s) < 0]| (q_in − V(s))²
-///   critic: a' = clip( π'(s') + clip(σε, −c, c) · scale, low, high )
+///   critic: a' = clip( π'(s') + clip(σε, −c, c) · k, low, high )   (k = 1; the action scale with `scale_target_noise`)
 ///           y  = r + γ (1 − d) ( λ min_e Q'_e(s', a') + (1 − λ) V(s') )     (V just updated)
 ///           L(Q) = Σ_e mean_b (Q_e(s, a) − y)²
 ///   actor (every `policy_delay` updates):
@@ -411,7 +423,7 @@ impl Dmg {
         tch::no_grad(|| {
             let p = &self.params;
             let n = &self.nets;
-            let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip)?;
+            let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip, p.scale_target_noise)?;
             let q_in = n.critic_target.forward(batch.obs(), batch.action())?.f_amin(0, false)?;
             let q_next = n.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
             let v = self.value(batch.obs())?;
@@ -453,24 +465,25 @@ impl Dmg {
         p.optims.push(("value", &self.value_opt));
         p
     }
-}
 
-impl Agent for Dmg {
-    fn name(&self) -> &'static str {
-        "dmg"
-    }
-
-    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+    /// One update (the same as [`Agent::update`]) with the target-smoothing draw supplied by
+    /// the caller: `eps` is the standard normal `[B, act_dim]` tensor `update` would draw (the
+    /// reference's `torch.randn_like(action)`). The internal generator is not touched.
+    ///
+    /// # Errors
+    /// [`rl_agents::AgentError::Shape`] for a batch of other widths or an `eps` of another
+    /// shape, kind or device; libtorch failures.
+    pub fn update_with_noise(&mut self, batch: &Batch, eps: &Tensor) -> AResult<UpdateMetrics> {
         let n = &self.nets;
         batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
         let p = self.params.get().clone();
         let (lambda, nu) = (self.lambda(), self.nu());
         let b = batch.len() as i64;
+        common::check_noise("eps", eps, batch.len(), n.act_dim, n.device)?;
         let mut m = UpdateMetrics::new();
-        let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
         // target critics at (s, a) and (s', a') in one forward
         let (q_in, q_next) = tch::no_grad(|| -> AResult<(Tensor, Tensor)> {
-            let a_next = n.target_action(batch.next_obs(), &eps, p.policy_noise, p.noise_clip)?;
+            let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip, p.scale_target_noise)?;
             let obs = Tensor::f_cat(&[batch.obs(), batch.next_obs()], 0)?;
             let act = Tensor::f_cat(&[batch.action(), &a_next], 0)?;
             let q = n.critic_target.forward(&obs, &act)?.f_amin(0, false)?;
@@ -520,6 +533,35 @@ impl Agent for Dmg {
         m.push_value("train/lambda", lambda);
         m.push_value("train/nu", nu);
         Ok(m)
+    }
+
+    /// The network weights under checkpoint names (`actor.*`, `actor_target.*`, `critic.*`,
+    /// `critic_target.*`, `value.*`; shallow copies, no optimiser state).
+    pub fn weights(&self) -> Vec<(String, Tensor)> {
+        common::weights(&self.parts().stores)
+    }
+
+    /// Overwrites the network weights from `weights` (names as [`Dmg::weights`]; all present,
+    /// shapes equal, no other name); optimiser state and counters are untouched.
+    ///
+    /// # Errors
+    /// [`rl_agents::AgentError::Nn`]-wrapped checkpoint errors naming the offending tensor.
+    pub fn set_weights(&mut self, weights: &std::collections::BTreeMap<String, Tensor>) -> AResult<()> {
+        common::set_weights(&self.parts().stores, weights)
+    }
+}
+
+impl Agent for Dmg {
+    fn name(&self) -> &'static str {
+        "dmg"
+    }
+
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        let n = &self.nets;
+        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
+        let b = batch.len() as i64;
+        let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
+        self.update_with_noise(batch, &eps)
     }
 
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {

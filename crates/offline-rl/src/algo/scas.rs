@@ -87,7 +87,8 @@ impl Params for DynamicsParams {
 /// | `actor_lr` | 2e-4 | actor Adam step, cosine-annealed over `cosine_steps` actor updates | `> 0` | code |
 /// | `critic_lr` | 3e-4 | critic Adam step | `> 0` | code |
 /// | `cosine_steps` | 500,000 | actor updates of the cosine schedule (`CosineAnnealingLR(1e6 / 2)`), 0: constant | `>= 0` | code |
-/// | `policy_noise`, `noise_clip` | 0.2, 0.5 | target smoothing, × action scale | `>= 0` | code |
+/// | `policy_noise`, `noise_clip` | 0.2, 0.5 | target smoothing noise std and clip, in action units (not × action scale, as in the code: `randn_like(action) * 0.2` clamped to ±0.5) | `>= 0` | code |
+/// | `scale_target_noise` | `false` | multiply the clipped smoothing noise by the action scale (`(high − low) / 2`), as TD3's command line does; the SCAS code does not | | ours |
 /// | `policy_delay` | 2 | critic updates per actor update | `>= 1` | code |
 /// | `lambda` | 0.25 | weight of the state-recovery loss against the normalised max-Q loss | `[0, 1]` | code |
 /// | `temperature` | 5.0 | inverse temperature of the value-aware weight | `>= 0` | code |
@@ -121,6 +122,8 @@ pub struct ScasParams {
     pub policy_noise: f64,
     /// Its clip.
     pub noise_clip: f64,
+    /// Multiply the clipped smoothing noise by the action scale (default `false`, as the code).
+    pub scale_target_noise: bool,
     /// Critic updates per actor update.
     pub policy_delay: usize,
     /// Weight of the state-recovery loss.
@@ -153,6 +156,7 @@ impl Default for ScasParams {
             cosine_steps: 500_000,
             policy_noise: 0.2,
             noise_clip: 0.5,
+            scale_target_noise: false,
             policy_delay: 2,
             lambda: 0.25,
             temperature: 5.0,
@@ -177,6 +181,7 @@ setters!(ScasParams {
     cosine_steps: u64,
     policy_noise: f64,
     noise_clip: f64,
+    scale_target_noise: bool,
     policy_delay: usize,
     lambda: f64,
     temperature: f64,
@@ -230,7 +235,7 @@ impl Params for ScasParams {
 ///
 /// ```text
 /// dynamics (pretrained once, then frozen):  L(f) = mean (f(s, a) − s')²
-/// critic (every update):  a' = clip( π'(s') + clip(σε, −c, c) · scale, low, high )
+/// critic (every update):  a' = clip( π'(s') + clip(σε, −c, c) · k, low, high )  (k = 1; the action scale with `scale_target_noise`)
 ///                         y  = r + γ (1 − d) agg_e Q'_e(s', a')          (agg: min, or mean on AntMaze)
 ///                         L(Q) = Σ_e mean_b (Q_e(s, a) − y)²
 /// actor (every `policy_delay` updates), π = π(s):
@@ -439,14 +444,24 @@ impl Scas {
         p.stores.push(("dynamics", &self.dyn_vs));
         p
     }
-}
 
-impl Agent for Scas {
-    fn name(&self) -> &'static str {
-        "scas"
-    }
-
-    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+    /// One update (the same as [`Agent::update`]) with the noise supplied by the caller:
+    /// `eps`, the standard normal `[B, act_dim]` smoothing draw (the reference's
+    /// `torch.randn_like(action)`), and `state_noise`, the standard normal `[B, obs_dim]` state
+    /// perturbation before scaling by `beta` (the reference's `torch.randn(state.shape)`),
+    /// needed only when this update is an actor update (`(updates() + 1) % policy_delay == 0`)
+    /// and ignored otherwise. The internal generator is not touched.
+    ///
+    /// # Errors
+    /// [`rl_agents::AgentError::Protocol`] before the dynamics model is ready or when an actor
+    /// update has no `state_noise`; [`rl_agents::AgentError::Shape`] for a batch of other
+    /// widths or noise of another shape, kind or device; libtorch failures.
+    pub fn update_with_noise(
+        &mut self,
+        batch: &Batch,
+        eps: &Tensor,
+        state_noise: Option<&Tensor>,
+    ) -> AResult<UpdateMetrics> {
         if !self.dynamics_ready {
             return Err(rl_agents::AgentError::Protocol(
                 "SCAS needs its dynamics model: call prepare() (or load a checkpoint) first".into(),
@@ -455,11 +470,23 @@ impl Agent for Scas {
         let n = &self.nets;
         batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
         let p = self.params.get().clone();
-        let b = batch.len() as i64;
+        common::check_noise("eps", eps, batch.len(), n.act_dim, n.device)?;
+        let actor_step = (self.updates + 1) % p.policy_delay as u64 == 0;
+        let state_noise = match (actor_step, state_noise) {
+            (true, None) => {
+                return Err(rl_agents::AgentError::Protocol(
+                    "SCAS: this update is an actor update and needs `state_noise`".into(),
+                ))
+            }
+            (true, Some(t)) => {
+                common::check_noise("state_noise", t, batch.len(), n.obs_dim, n.device)?;
+                Some(t)
+            }
+            (false, _) => None,
+        };
         let mut m = UpdateMetrics::new();
-        let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
         let y = tch::no_grad(|| -> AResult<Tensor> {
-            let a_next = n.target_action(batch.next_obs(), &eps, p.policy_noise, p.noise_clip)?;
+            let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip, p.scale_target_noise)?;
             let q = n.critic_target.forward(batch.next_obs(), &a_next)?;
             let q_next = match p.target {
                 TargetAggregation::Min => q.f_amin(0, false)?,
@@ -473,13 +500,8 @@ impl Agent for Scas {
         m.push("loss/critic", &critic_loss)?;
         m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
         self.updates += 1;
-        if self.updates % p.policy_delay as u64 == 0 {
-            let noise = rl_nn::rand::standard_normal(
-                &[b, self.nets.obs_dim as i64],
-                (Kind::Float, self.nets.device),
-                &mut self.rng,
-            )?;
-            let (loss, maxq, sr, w) = self.actor_loss(batch, &noise)?;
+        if let Some(noise) = state_noise {
+            let (loss, maxq, sr, w) = self.actor_loss(batch, noise)?;
             self.nets.actor_opt.backward_step(&loss)?;
             self.actor_updates += 1;
             self.sync_lr()?;
@@ -490,6 +512,46 @@ impl Agent for Scas {
             m.push("train/weight", &w.f_mean(Kind::Float)?)?;
         }
         Ok(m)
+    }
+
+    /// The network weights under checkpoint names (`actor.*`, `actor_target.*`, `critic.*`,
+    /// `critic_target.*`, `dynamics.*`; shallow copies, no optimiser state).
+    pub fn weights(&self) -> Vec<(String, Tensor)> {
+        common::weights(&self.parts().stores)
+    }
+
+    /// Overwrites the network weights from `weights` (names as [`Scas::weights`]; all present,
+    /// shapes equal, no other name), including the dynamics model, which is then frozen and
+    /// ready ([`Scas::dynamics_ready`]); optimiser state and counters are untouched.
+    ///
+    /// # Errors
+    /// [`rl_agents::AgentError::Nn`]-wrapped checkpoint errors naming the offending tensor.
+    pub fn set_weights(&mut self, weights: &std::collections::BTreeMap<String, Tensor>) -> AResult<()> {
+        common::set_weights(&self.parts().stores, weights)?;
+        self.dyn_vs.freeze();
+        self.dynamics_ready = true;
+        Ok(())
+    }
+}
+
+impl Agent for Scas {
+    fn name(&self) -> &'static str {
+        "scas"
+    }
+
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        let n = &self.nets;
+        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
+        let b = batch.len() as i64;
+        // the same draws in the same order as before the noise could be injected: the
+        // smoothing noise, then the state perturbation on actor steps only
+        let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
+        let state_noise = if (self.updates + 1) % self.params.policy_delay as u64 == 0 {
+            Some(rl_nn::rand::standard_normal(&[b, n.obs_dim as i64], (Kind::Float, n.device), &mut self.rng)?)
+        } else {
+            None
+        };
+        self.update_with_noise(batch, &eps, state_noise.as_ref())
     }
 
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {

@@ -227,25 +227,23 @@ impl Td3Bc {
         let loss = q.f_mean(Kind::Float)?.f_mul(&lambda)?.f_neg()?.f_add(&bc)?;
         Ok((loss, lambda))
     }
-}
 
-impl Agent for Td3Bc {
-    fn name(&self) -> &'static str {
-        "td3bc"
-    }
-
-    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+    /// One update (the same as [`Agent::update`]) with the target-smoothing draw supplied by
+    /// the caller: `eps` is the standard normal `[B, act_dim]` tensor that `update` would draw
+    /// from its own generator (the reference's `torch.randn_like(action)`), so a step can be
+    /// replayed against another implementation. The internal generator is not touched.
+    ///
+    /// # Errors
+    /// [`rl_agents::AgentError::Shape`] for a batch of other widths or an `eps` of another
+    /// shape, kind or device; libtorch failures.
+    pub fn update_with_noise(&mut self, batch: &Batch, eps: &Tensor) -> AResult<UpdateMetrics> {
         let n = &self.nets;
         batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
+        common::check_noise("eps", eps, batch.len(), n.act_dim, n.device)?;
         let p = self.params.get().clone();
         let mut m = UpdateMetrics::new();
-        let eps = rl_nn::rand::standard_normal(
-            &[batch.len() as i64, n.act_dim as i64],
-            (Kind::Float, n.device),
-            &mut self.rng,
-        )?;
         let y = tch::no_grad(|| -> AResult<Tensor> {
-            let a_next = n.target_action(batch.next_obs(), &eps, p.policy_noise, p.noise_clip)?;
+            let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip, true)?;
             let q_next = n.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
             Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&q_next)?)?)
         })?;
@@ -263,6 +261,41 @@ impl Agent for Td3Bc {
             m.push("train/lambda", &lambda)?;
         }
         Ok(m)
+    }
+
+    /// The network weights under checkpoint names (`actor.*`, `actor_target.*`, `critic.*`,
+    /// `critic_target.*`; shallow copies, no optimiser state), e.g. to compare with another
+    /// implementation.
+    pub fn weights(&self) -> Vec<(String, Tensor)> {
+        common::weights(&self.nets.parts().stores)
+    }
+
+    /// Overwrites the network weights from `weights` (names as [`Td3Bc::weights`]; every one
+    /// must be present with its shape, no other name is accepted); optimiser state and counters
+    /// are untouched.
+    ///
+    /// # Errors
+    /// [`rl_agents::AgentError::Nn`]-wrapped checkpoint errors naming the missing, misshapen or
+    /// unexpected tensor.
+    pub fn set_weights(&mut self, weights: &std::collections::BTreeMap<String, Tensor>) -> AResult<()> {
+        common::set_weights(&self.nets.parts().stores, weights)
+    }
+}
+
+impl Agent for Td3Bc {
+    fn name(&self) -> &'static str {
+        "td3bc"
+    }
+
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        let n = &self.nets;
+        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
+        let eps = rl_nn::rand::standard_normal(
+            &[batch.len() as i64, n.act_dim as i64],
+            (Kind::Float, n.device),
+            &mut self.rng,
+        )?;
+        self.update_with_noise(batch, &eps)
     }
 
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {

@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""One update of the official TD3+BC, DMG and SCAS code, for offline-rl's step tests.
+
+Writes crates/offline-rl/tests/fixtures/reference_steps.json, read by
+crates/offline-rl/tests/reference_steps.rs.
+
+Run (torch only; CPU; a few seconds):
+
+    # reference code, never committed: extract each repository somewhere, e.g.
+    #   git --git-dir=<mirror of sfujim/TD3_BC> archive HEAD | tar -x -C /tmp/orl-ref/td3bc
+    #   (likewise thu-rllab/DMG -> /tmp/orl-ref/dmg, thu-rllab/SCAS -> /tmp/orl-ref/scas)
+    nice ~/.cache/frugal-rl/venv/bin/python scripts/offline_rl_reference_fixture.py \
+        --td3bc /tmp/orl-ref/td3bc --dmg /tmp/orl-ref/dmg --scas /tmp/orl-ref/scas \
+        --out crates/offline-rl/tests/fixtures/reference_steps.json
+
+What this script does around the official code (their files are imported unchanged):
+- shrinks the hard-coded 256-wide layers to HIDDEN by replacing `nn.Linear` while their
+  networks are built (the sizes of our tiny tests);
+- feeds one fixed batch through a stand-in replay buffer whose `sample` returns it;
+- injects the noise: `torch.randn_like` (target smoothing) and `torch.randn` (SCAS's state
+  perturbation) return stored standard normal tensors during the update;
+- records every loss passed to `Tensor.backward` during the update, in order;
+- sets `policy_freq = 1` so the one call is a critic, an actor and a target update;
+- exports the weights before and after in our checkpoint names: `actor.{i}.weight` `[out, in]`,
+  `critic.{i}.weight` `[members, in, out]` and `critic.{i}.bias` `[members, 1, out]` (our
+  fused ensemble), `value.*`, `dynamics.*` like the actor.
+TD3+BC's smoothing noise and clip are passed times max_action, as its main.py does.
+"""
+import argparse
+import json
+import sys
+
+import torch
+
+HIDDEN = 8
+OBS, ACT, B = 3, 2, 8
+MAX_ACTION = 2.0
+SEED = 0
+
+
+def shrink_linear(module):
+    """Make module's `nn.Linear(i, o)` use HIDDEN for every 256-wide side."""
+    orig = torch.nn.Linear
+
+    def linear(i, o, *a, **k):
+        return orig(HIDDEN if i == 256 else i, HIDDEN if o == 256 else o, *a, **k)
+
+    module.nn.Linear = linear
+    return orig
+
+
+def flat(t):
+    return {"shape": list(t.shape), "data": [float(x) for x in t.detach().reshape(-1).tolist()]}
+
+
+def mlp(prefix, layers):
+    out = {}
+    for i, l in enumerate(layers):
+        out[f"{prefix}.{i}.weight"] = flat(l.weight)
+        out[f"{prefix}.{i}.bias"] = flat(l.bias)
+    return out
+
+
+def ensemble(prefix, members):
+    """members: list of layer lists, one per critic."""
+    out = {}
+    for i in range(len(members[0])):
+        w = torch.stack([m[i].weight.detach().t() for m in members])
+        b = torch.stack([m[i].bias.detach().unsqueeze(0) for m in members])
+        out[f"{prefix}.{i}.weight"] = flat(w)
+        out[f"{prefix}.{i}.bias"] = flat(b)
+    return out
+
+
+def critic_members(c, n):
+    ls = [getattr(c, f"l{j}") for j in range(1, 3 * n + 1)]
+    return [ls[3 * e: 3 * e + 3] for e in range(n)]
+
+
+def actor_layers(a):
+    return [a.l1, a.l2, a.l3]
+
+
+class Buffer:
+    def __init__(self, batch):
+        self.batch = batch
+
+    def sample(self, batch_size):
+        assert batch_size == B
+        return self.batch
+
+
+def make_batch(g):
+    state = torch.randn(B, OBS, generator=g)
+    action = (torch.rand(B, ACT, generator=g) * 2 - 1) * MAX_ACTION * 0.95
+    next_state = torch.randn(B, OBS, generator=g)
+    reward = torch.randn(B, 1, generator=g)
+    not_done = torch.ones(B, 1)
+    not_done[1, 0] = 0.0
+    not_done[5, 0] = 0.0
+    return state, action, next_state, reward, not_done
+
+
+def run_step(call, eps, state_noise):
+    """Runs call() with the noise injected; returns the losses backpropagated, in order."""
+    losses = []
+    orig_backward = torch.Tensor.backward
+    orig_randn_like, orig_randn = torch.randn_like, torch.randn
+
+    def backward(self, *a, **k):
+        losses.append(float(self.item()))
+        return orig_backward(self, *a, **k)
+
+    def randn_like(t, *a, **k):
+        assert tuple(t.shape) == tuple(eps.shape), (t.shape, eps.shape)
+        return eps.clone()
+
+    def randn(*size, **k):
+        shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
+        assert state_noise is not None and shape == tuple(state_noise.shape), (shape,)
+        return state_noise.clone()
+
+    torch.Tensor.backward, torch.randn_like, torch.randn = backward, randn_like, randn
+    try:
+        call()
+    finally:
+        torch.Tensor.backward, torch.randn_like, torch.randn = orig_backward, orig_randn_like, orig_randn
+    return losses
+
+
+def batch_json(batch):
+    state, action, next_state, reward, not_done = batch
+    return {
+        "obs": flat(state), "action": flat(action), "next_obs": flat(next_state),
+        "reward": flat(reward.reshape(-1)), "terminal": flat(1.0 - not_done.reshape(-1)),
+    }
+
+
+def td3bc(path, g):
+    sys.path.insert(0, path)
+    import TD3_BC as mod
+    sys.path.pop(0)
+    orig = shrink_linear(mod)
+    torch.manual_seed(SEED)
+    algo = mod.TD3_BC(OBS, ACT, MAX_ACTION, policy_noise=0.2 * MAX_ACTION, noise_clip=0.5 * MAX_ACTION,
+                      policy_freq=1)
+    mod.nn.Linear = orig
+    nets = lambda: {**mlp("actor", actor_layers(algo.actor)), **mlp("actor_target", actor_layers(algo.actor_target)),
+                    **ensemble("critic", critic_members(algo.critic, 2)),
+                    **ensemble("critic_target", critic_members(algo.critic_target, 2))}
+    batch = make_batch(g)
+    eps = torch.randn(B, ACT, generator=g)
+    before = nets()
+    losses = run_step(lambda: algo.train(Buffer(batch), batch_size=B), eps, None)
+    assert len(losses) == 2
+    return {"source": "sfujim/TD3_BC TD3_BC.py", "batch": batch_json(batch), "eps": flat(eps),
+            "before": before, "after": nets(), "losses": {"loss/critic": losses[0], "loss/actor": losses[1]}}
+
+
+def dmg(path, g):
+    sys.path.insert(0, path)
+    import DMG as mod
+    sys.path.pop(0)
+    orig = shrink_linear(mod)
+    batch = make_batch(g)
+    torch.manual_seed(SEED + 1)
+    # train_offline.py's defaults off AntMaze: expectile 0.7, temperature 3, lam 0.25, nu 0.5
+    algo = mod.DMG(OBS, ACT, MAX_ACTION, Buffer(batch), policy_freq=1, antmaze=False, expectile=0.7,
+                   temp=3.0, lam=0.25, nu=0.5)
+    mod.nn.Linear = orig
+    v = algo.value_critic
+    nets = lambda: {**mlp("actor", actor_layers(algo.actor)), **mlp("actor_target", actor_layers(algo.actor_target)),
+                    **ensemble("critic", critic_members(algo.critic, 2)),
+                    **ensemble("critic_target", critic_members(algo.critic_target, 2)),
+                    **mlp("value", [v.l1, v.l2, v.l3])}
+    eps = torch.randn(B, ACT, generator=g)
+    before = nets()
+    losses = run_step(lambda: algo.train_offline(batch_size=B, writer=None), eps, None)
+    assert len(losses) == 3
+    return {"source": "thu-rllab/DMG DMG.py train_offline", "batch": batch_json(batch), "eps": flat(eps),
+            "before": before, "after": nets(),
+            "losses": {"loss/value": losses[0], "loss/critic": losses[1], "loss/actor": losses[2]}}
+
+
+def scas(path, g):
+    sys.path.insert(0, path)
+    import SCAS as mod
+    import model as model_mod
+    sys.path.pop(0)
+    orig = shrink_linear(mod)
+    shrink_linear(model_mod)
+    batch = make_batch(g)
+    torch.manual_seed(SEED + 2)
+    dynamics = model_mod.Dynamics(OBS, ACT)
+    algo = mod.SCAS(OBS, ACT, MAX_ACTION, Buffer(batch), dynamics, antmaze=False, policy_freq=1)
+    mod.nn.Linear = orig
+    d = dynamics
+    nets = lambda: {**mlp("actor", actor_layers(algo.actor)), **mlp("actor_target", actor_layers(algo.actor_target)),
+                    **ensemble("critic", critic_members(algo.critic, 4)),
+                    **ensemble("critic_target", critic_members(algo.critic_target, 4)),
+                    **mlp("dynamics", [d.l1, d.l2, d.l3, d.l4, d.l5])}
+    eps = torch.randn(B, ACT, generator=g)
+    state_noise = torch.randn(B, OBS, generator=g)
+    before = nets()
+    losses = run_step(lambda: algo.train(batch_size=B, writer=None), eps, state_noise)
+    assert len(losses) == 2
+    return {"source": "thu-rllab/SCAS SCAS.py train", "batch": batch_json(batch), "eps": flat(eps),
+            "state_noise": flat(state_noise), "before": before, "after": nets(),
+            "losses": {"loss/critic": losses[0], "loss/actor": losses[1]}}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--td3bc", required=True, help="extracted sfujim/TD3_BC")
+    ap.add_argument("--dmg", required=True, help="extracted thu-rllab/DMG")
+    ap.add_argument("--scas", required=True, help="extracted thu-rllab/SCAS")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    g = torch.Generator().manual_seed(1234)
+    out = {"torch": torch.__version__, "obs_dim": OBS, "act_dim": ACT, "hidden": HIDDEN, "batch": B,
+           "max_action": MAX_ACTION,
+           "td3bc": td3bc(args.td3bc, g), "dmg": dmg(args.dmg, g), "scas": scas(args.scas, g)}
+    with open(args.out, "w") as f:
+        json.dump(out, f, separators=(",", ":"))
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
