@@ -255,6 +255,8 @@ pub struct Scas {
     nets: ActorCritic,
     dyn_vs: VarStore,
     dynamics: Mlp,
+    dyn_opt: Adam,
+    dyn_steps: u64,
     dynamics_ready: bool,
     rng: SeededRng,
     dyn_rng: SeededRng,
@@ -269,13 +271,15 @@ struct State {
     shape: Shape,
     updates: u64,
     actor_updates: u64,
+    dyn_steps: u64,
     dynamics_ready: bool,
     rng: SeededRng,
     dyn_rng: SeededRng,
 }
 
 const KIND: &str = "offline_rl.scas";
-const FORMAT: u32 = 1;
+/// 2: the dynamics model's Adam state (`optim.dynamics.*`) and step count are saved.
+const FORMAT: u32 = 2;
 
 impl Scas {
     /// SCAS for observations of `obs_space` and actions in the bounded box `action_space`.
@@ -312,11 +316,14 @@ impl Scas {
         let cfg = common::check_mlp("dynamics.net", &params.dynamics.net)?;
         let mut dyn_init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "scas-dynamics-init"));
         let dynamics = Mlp::new(&dyn_vs.root(), (o + a) as i64, o as i64, &cfg, &mut dyn_init)?;
+        let dyn_opt = Adam::for_var_store(common::adam(params.dynamics.lr)?, &dyn_vs)?;
         Ok(Self {
             params,
             nets,
             dyn_vs,
             dynamics,
+            dyn_opt,
+            dyn_steps: 0,
             dynamics_ready: false,
             rng: rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "scas-noise")),
             dyn_rng: rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "scas-dynamics")),
@@ -346,11 +353,13 @@ impl Scas {
     /// Trains the dynamics model on `data` (`dynamics.steps` steps of Adam on the MSE of
     /// `f(s, a)` against `s'`, uniform batches with replacement), holding out a
     /// `dynamics.holdout` share of the rows (chosen by a seeded permutation, never trained
-    /// on), then freezes it. Returns `dynamics/train_mse` (last batch) and, with a holdout,
+    /// on), then freezes it. The Adam state is the one [`Scas::pretrain_dynamics`] uses and
+    /// checkpoints save (fresh unless that was called first). Returns `dynamics/train_mse` (last batch) and, with a holdout,
     /// `dynamics/holdout_mse` and `dynamics/holdout_rows`.
     ///
     /// # Errors
-    /// [`OfflineError::Empty`] when the holdout leaves no training row; libtorch failures.
+    /// [`OfflineError::Empty`] when the holdout leaves no training row;
+    /// [`rl_agents::AgentError::Protocol`] when the model is already frozen; libtorch failures.
     pub fn train_dynamics(&mut self, data: &ReplayBuffer, progress: bool) -> Result<Metrics> {
         let p = self.params.dynamics.clone();
         let n = data.len();
@@ -365,17 +374,14 @@ impl Scas {
         if train.is_empty() {
             return Err(OfflineError::Empty { what: "dynamics training rows".into() });
         }
-        let vars: Vec<(String, Tensor)> = rl_nn::checkpoint::var_store_tensors(&self.dyn_vs, "");
-        let mut opt = Adam::new(common::adam(p.lr)?, vars)?;
+        self.check_dynamics_trainable()?;
         let bar = crate::train::progress_bar(p.steps, 0, progress, "dynamics");
         let mut last = f64::NAN;
         let device = self.nets.device;
         for step in 0..p.steps {
             let idx: Vec<usize> = (0..p.batch_size).map(|_| train[self.dyn_rng.random_range(0..train.len())]).collect();
             let b = data.gather(&idx, device)?;
-            let pred = self.predict(b.obs(), b.action())?;
-            let loss = pred.f_mse_loss(b.next_obs(), tch::Reduction::Mean)?;
-            opt.backward_step(&loss)?;
+            let loss = self.dynamics_step(&b)?;
             if step + 1 == p.steps || step % 1000 == 0 {
                 last = common::scalar(&loss)?;
                 bar.set_message(format!("mse {last:.4}"));
@@ -400,6 +406,60 @@ impl Scas {
         self.dyn_vs.freeze();
         self.dynamics_ready = true;
         Ok(m)
+    }
+
+    /// `Protocol` once the model is frozen.
+    fn check_dynamics_trainable(&self) -> AResult<()> {
+        if self.dynamics_ready {
+            return Err(rl_agents::AgentError::Protocol(
+                "SCAS: the dynamics model is frozen (trained, loaded or set); it takes no more steps".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One Adam step of the dynamics model on `mean (f(s, a) − s')²` of `b`; the loss.
+    fn dynamics_step(&mut self, b: &Batch) -> AResult<Tensor> {
+        b.check_dims(self.nets.obs_dim, self.nets.act_dim, self.nets.device)?;
+        let pred = self.predict(b.obs(), b.action())?;
+        let loss = pred.f_mse_loss(b.next_obs(), tch::Reduction::Mean)?;
+        self.dyn_opt.backward_step(&loss)?;
+        self.dyn_steps += 1;
+        Ok(loss)
+    }
+
+    /// Pretrains the dynamics model on caller-chosen batches: one Adam step (rate
+    /// `dynamics.lr`) of `mean (f(s, a) − s')²` per batch, in order, continuing the optimiser
+    /// state of earlier calls (and of a loaded checkpoint: the moments and the step count are
+    /// saved), so two calls on the two halves of a list equal one call on the whole list. The
+    /// model stays trainable until [`Scas::freeze_dynamics`]. Returns `dynamics/train_mse`
+    /// (the last batch's loss, before its step) and `dynamics/steps` (all steps so far).
+    ///
+    /// # Errors
+    /// [`OfflineError::Empty`] for no batch; [`rl_agents::AgentError::Protocol`] once the
+    /// model is frozen; [`rl_agents::AgentError::Shape`] for a batch of other widths.
+    pub fn pretrain_dynamics(&mut self, batches: &[Batch]) -> Result<Metrics> {
+        if batches.is_empty() {
+            return Err(OfflineError::Empty { what: "dynamics pretraining batches".into() });
+        }
+        self.check_dynamics_trainable()?;
+        let mut last = f64::NAN;
+        for b in batches {
+            last = common::scalar(&self.dynamics_step(b)?)?;
+        }
+        Ok(Metrics::new().with("dynamics/train_mse", last).with("dynamics/steps", self.dyn_steps as f64))
+    }
+
+    /// Pretraining steps the dynamics model has taken (all calls, checkpoints included).
+    pub fn dynamics_steps(&self) -> u64 {
+        self.dyn_steps
+    }
+
+    /// Freezes the dynamics model after [`Scas::pretrain_dynamics`]: no more steps, gradients
+    /// reach the action input only, and [`Agent::update`] may run.
+    pub fn freeze_dynamics(&mut self) {
+        self.dyn_vs.freeze();
+        self.dynamics_ready = true;
     }
 
     /// The actor loss and its parts `(L, L_maxq, L_sr, w)` for a batch and a standard normal
@@ -442,6 +502,7 @@ impl Scas {
     fn parts(&self) -> common::Parts<'_> {
         let mut p = self.nets.parts();
         p.stores.push(("dynamics", &self.dyn_vs));
+        p.optims.push(("dynamics", &self.dyn_opt));
         p
     }
 
@@ -578,6 +639,7 @@ impl Agent for Scas {
             shape: Shape::of(self.nets.obs_dim, self.nets.actor.bounds()),
             updates: self.updates,
             actor_updates: self.actor_updates,
+            dyn_steps: self.dyn_steps,
             dynamics_ready: self.dynamics_ready,
             rng: self.rng.clone(),
             dyn_rng: self.dyn_rng.clone(),
@@ -599,15 +661,19 @@ impl Agent for Scas {
                 ("critic_target", &n.critic_target_vs),
                 ("dynamics", &self.dyn_vs),
             ],
-            &mut [("actor", &mut n.actor_opt), ("critic", &mut n.critic_opt)],
+            &mut [("actor", &mut n.actor_opt), ("critic", &mut n.critic_opt), ("dynamics", &mut self.dyn_opt)],
             &ck.tensors,
             &ck.path,
         )?;
         self.updates = ck.state.updates;
         self.actor_updates = ck.state.actor_updates;
+        self.dyn_steps = ck.state.dyn_steps;
         self.dynamics_ready = ck.state.dynamics_ready;
         if self.dynamics_ready {
             self.dyn_vs.freeze();
+        } else {
+            // a checkpoint taken mid-pretraining: trainable again, whatever this object was
+            self.dyn_vs.unfreeze();
         }
         self.rng = ck.state.rng;
         self.dyn_rng = ck.state.dyn_rng;
