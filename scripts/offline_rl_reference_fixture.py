@@ -209,6 +209,34 @@ def scas(path, g):
             "losses": {"loss/critic": losses[0], "loss/actor": losses[1]}}
 
 
+def scas_dynamics(path, g):
+    """One step of pretrain.py's loop: Adam(lr 1e-3) on F.mse_loss(dynamics(s, a), s')."""
+    sys.path.insert(0, path)
+    import SCAS as mod
+    import model as model_mod
+    sys.path.pop(0)
+    orig = shrink_linear(model_mod)
+    batch = make_batch(g)
+    torch.manual_seed(SEED + 3)
+    # the actor and critics only fill the names our weights carry; pretraining leaves them
+    algo = mod.SCAS(OBS, ACT, MAX_ACTION, Buffer(batch), model_mod.Dynamics(OBS, ACT), antmaze=False)
+    model_mod.nn.Linear = orig
+    d = algo.dynamics
+    nets = lambda: {**mlp("actor", actor_layers(algo.actor)), **mlp("actor_target", actor_layers(algo.actor_target)),
+                    **ensemble("critic", critic_members(algo.critic, 4)),
+                    **ensemble("critic_target", critic_members(algo.critic_target, 4)),
+                    **mlp("dynamics", [d.l1, d.l2, d.l3, d.l4, d.l5])}
+    before = nets()
+    optimizer = torch.optim.Adam(d.parameters(), lr=1e-3)
+    state, action, next_state = batch[0], batch[1], batch[2]
+    loss = torch.nn.functional.mse_loss(d(state, action), next_state)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return {"source": "thu-rllab/SCAS pretrain.py (one step of its loop)", "batch": batch_json(batch),
+            "before": before, "after": nets(), "loss": float(loss.item())}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--td3bc", required=True, help="extracted sfujim/TD3_BC")
@@ -220,7 +248,8 @@ def main():
     g = torch.Generator().manual_seed(1234)
     out = {"torch": torch.__version__, "obs_dim": OBS, "act_dim": ACT, "hidden": HIDDEN, "batch": B,
            "max_action": MAX_ACTION,
-           "td3bc": td3bc(args.td3bc, g), "dmg": dmg(args.dmg, g), "scas": scas(args.scas, g)}
+           "td3bc": td3bc(args.td3bc, g), "dmg": dmg(args.dmg, g), "scas": scas(args.scas, g),
+           "scas_dynamics": scas_dynamics(args.scas, g)}
     with open(args.out, "w") as f:
         json.dump(out, f, separators=(",", ":"))
         f.write("\n")

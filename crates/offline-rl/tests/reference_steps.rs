@@ -140,7 +140,8 @@ fn scas_step_matches_official_code() {
     let r = &f["scas"];
     let mut algo = scas(&f);
     algo.set_weights(&tensors(&r["before"])).unwrap();
-    assert!(algo.dynamics_ready());
+    assert!(!algo.dynamics_ready());
+    algo.freeze_dynamics();
     let m = algo.update_with_noise(&batch(&r["batch"]), &tensor(&r["eps"]), Some(&tensor(&r["state_noise"]))).unwrap();
     compare("scas", &m, algo.weights(), r);
 }
@@ -151,6 +152,7 @@ fn injected_noise_is_checked() {
     let r = &f["scas"];
     let mut algo = scas(&f);
     algo.set_weights(&tensors(&r["before"])).unwrap();
+    algo.freeze_dynamics();
     let b = batch(&r["batch"]);
     let eps = tensor(&r["eps"]);
     // an actor update without its state noise
@@ -188,8 +190,10 @@ fn update_is_update_with_noise_fed_from_its_generator() {
     };
     let mut a = Scas::new(p(), &obs, &act, Device::Cpu, 5).unwrap();
     let mut b = Scas::new(p(), &obs, &act, Device::Cpu, 5).unwrap();
-    a.set_weights(&tensors(&r["before"])).unwrap();
-    b.set_weights(&tensors(&r["before"])).unwrap();
+    for s in [&mut a, &mut b] {
+        s.set_weights(&tensors(&r["before"])).unwrap();
+        s.freeze_dynamics();
+    }
     let bt = batch(&r["batch"]);
     let (n, o, d) = (bt.len() as i64, obs.dim() as i64, act.dim() as i64);
     let mut rng = rl_core::rng_from_seed(rl_core::derive_seed_named(5, "scas-noise"));
@@ -206,4 +210,28 @@ fn update_is_update_with_noise_fed_from_its_generator() {
         assert_eq!(ka, kb);
         assert_eq!(max_abs(ta, tb), 0.0, "{ka}");
     }
+}
+
+#[test]
+fn scas_dynamics_pretraining_step_matches_official_code() {
+    // one step of thu-rllab/SCAS pretrain.py: Adam(1e-3) on F.mse_loss(dynamics(s, a), s')
+    let f = fixture();
+    let r = &f["scas_dynamics"];
+    let mut algo = scas(&f);
+    algo.set_weights(&tensors(&r["before"])).unwrap();
+    let m = algo.pretrain_dynamics(&[batch(&r["batch"])]).unwrap();
+    let want = r["loss"].as_f64().unwrap();
+    let got = m.get("dynamics/train_mse").unwrap();
+    assert!((got - want).abs() < 1e-6 * want.max(1.0), "ours {got}, reference {want}");
+    let (after, before) = (tensors(&r["after"]), tensors(&r["before"]));
+    let (mut err, mut moved): (f64, f64) = (0.0, 0.0);
+    for (k, t) in algo.weights() {
+        err = err.max(max_abs(&t, &after[&k]));
+        if k.starts_with("dynamics.") {
+            moved = moved.max(max_abs(&before[&k], &after[&k]));
+        }
+    }
+    assert!(err < TOL, "dynamics: max abs weight error {err}");
+    assert!(moved > 100.0 * TOL, "the reference step moved nothing ({moved})");
+    eprintln!("scas dynamics: loss error {:.2e}, max abs weight error {err:.2e}", (got - want).abs());
 }

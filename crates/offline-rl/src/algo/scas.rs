@@ -582,16 +582,15 @@ impl Scas {
     }
 
     /// Overwrites the network weights from `weights` (names as [`Scas::weights`]; all present,
-    /// shapes equal, no other name), including the dynamics model, which is then frozen and
-    /// ready ([`Scas::dynamics_ready`]); optimiser state and counters are untouched.
+    /// shapes equal, no other name), including the dynamics model; whether that model is
+    /// frozen is unchanged (call [`Scas::freeze_dynamics`] to use copied-in dynamics weights
+    /// as the pretrained model, or [`Scas::pretrain_dynamics`] to go on training them);
+    /// optimiser state and counters are untouched.
     ///
     /// # Errors
     /// [`rl_agents::AgentError::Nn`]-wrapped checkpoint errors naming the offending tensor.
     pub fn set_weights(&mut self, weights: &std::collections::BTreeMap<String, Tensor>) -> AResult<()> {
-        common::set_weights(&self.parts().stores, weights)?;
-        self.dyn_vs.freeze();
-        self.dynamics_ready = true;
-        Ok(())
+        common::set_weights(&self.parts().stores, weights)
     }
 }
 
