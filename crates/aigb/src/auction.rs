@@ -9,7 +9,8 @@
 //! winner of slot k  = advertiser with the k-th highest bid            (k = 1..K, K = 3)
 //! price of slot k   = max(b_(k+1), reserve)                           (second price, floored)
 //! least winning cost = max(b_(K+1), reserve)
-//! sold(k)           = b_(k+1) > reserve                  ReserveRule::AuctionNet (price == reserve ⇒ unsold)
+//! sold(k)           = b_(k+1) > f32(reserve)             ReserveRule::AuctionNet (price == reserve ⇒ unsold;
+//!                                                       compared in f32, the bids' type, as the reference does)
 //!                   = b_(k) ≥ reserve and b_(k) > 0      ReserveRule::Standard
 //! exposed(k)        ~ Bernoulli(e_k), e = [1.0, 0.8, 0.6]; Cascade::AuctionNet: slot k ≥ 3 is
 //!                     unexposed when slot k-1's draw was unexposed
@@ -45,7 +46,9 @@ pub enum Cascade {
 #[serde(rename_all = "snake_case")]
 pub enum ReserveRule {
     /// AuctionNet: a slot whose (floored) price equals the reserve is unsold, i.e. slot k is
-    /// sold only when the (k+1)-th bid exceeds the reserve. A lone bidder wins nothing.
+    /// sold only when the (k+1)-th bid exceeds the reserve. The comparison is made in `f32`, the
+    /// bids' type, as AuctionNet makes it in its bids' dtype: a next bid equal to `reserve as f32`
+    /// leaves the slot unsold even when `reserve as f32 > reserve`. A lone bidder wins nothing.
     #[default]
     AuctionNet,
     /// Textbook GSP with reserve: slot k is sold when its winner bids at least the reserve (and
@@ -446,6 +449,9 @@ impl TickAuction {
         let tb = &self.top_bid[i * r..(i + 1) * r];
         let ta = &self.top_adv[i * r..(i + 1) * r];
         let next = |j: usize| f64::from(tb[j].max(0.0));
+        // AuctionNet floors and compares prices in the bids' dtype (float32 for our bids): a slot
+        // is unsold when its floored price equals float32(reserve), i.e. next bid ≤ f32(reserve)
+        let reserve32 = reserve as f32;
         self.least_winning_cost[i] = next(k).max(reserve) as f32;
         let mut draw_prev = true; // exposure draw of the slot above
         let mut exposed_prev = true; // final exposure of the slot above
@@ -462,7 +468,7 @@ impl TickAuction {
             exposed_prev = exposed;
             let sold = a != NO_WINNER
                 && match params.reserve_rule {
-                    ReserveRule::AuctionNet => next(s + 1) > reserve,
+                    ReserveRule::AuctionNet => tb[s + 1].max(0.0) > reserve32,
                     ReserveRule::Standard => next(s) >= reserve && next(s) > 0.0,
                 };
             if !sold {

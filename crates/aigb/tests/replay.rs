@@ -1,0 +1,74 @@
+//! The reserve boundary against AuctionNet's own auction
+//! (`tests/fixtures/auctionnet_reserve_boundary.json`, written by `scripts/aigb_replay_fixture.py`
+//! from a local, uncommitted copy of alimama-tech/AuctionNet's `BiddingEnv`).
+//!
+//! Each case is one impression among 48 advertisers (the reference's count), the deciding bid at
+//! `f32(reserve)`, one `f32` ulp above or one below; our bids are `f32`, so only the reference's
+//! float32 runs are compared. Compared per advertiser: slot (0 = unsold), price and `xi`, and the
+//! impression's least winning cost, all exactly.
+
+use std::path::Path;
+
+use aigb::auction::NO_WINNER;
+use aigb::{AuctionParams, TickAuction, TickTraffic, ValueBounds};
+use rl_core::Params;
+use serde_json::Value;
+
+const N_ADV: usize = 48;
+
+fn fixture() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/auctionnet_reserve_boundary.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn reserve_boundary_matches_auctionnet_bit_for_bit() {
+    let fx = fixture();
+    assert_eq!(fx["num_advertisers"].as_u64().unwrap() as usize, N_ADV);
+    let mut compared = 0;
+    let mut unsold_by_equality = 0;
+    for c in fx["cases"].as_array().unwrap().iter().filter(|c| c["dtype"] == "float32") {
+        let reserve = c["reserve"].as_f64().unwrap();
+        let name = format!("reserve {reserve} {}", c["case"]);
+        let given: Vec<f32> = c["bids"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap() as f32).collect();
+        // one impression, advertiser-major bids: bids[a]
+        let mut bids = vec![0.0f32; N_ADV];
+        bids[..given.len()].copy_from_slice(&given);
+        let t = TickTraffic::from_values(0, 1, vec![0.5; N_ADV], vec![0.0; N_ADV]).unwrap();
+        let p = AuctionParams::default().reserve_price(reserve).check().unwrap();
+        let mut au = TickAuction::new();
+        au.run(&p, &t, &bids, &[ValueBounds::untruncated(); N_ADV], 1).unwrap();
+        for a in 0..given.len() {
+            let slot = au.winner.iter().position(|&w| w == a as u32).map_or(0, |s| s + 1);
+            let price = if slot > 0 { f64::from(au.price[slot - 1]) } else { 0.0 };
+            assert_eq!(slot as u64, c["slot"][a].as_u64().unwrap(), "{name}: slot of advertiser {a}");
+            assert_eq!(price, c["cost"][a].as_f64().unwrap(), "{name}: price of advertiser {a}");
+            assert_eq!(u64::from(slot > 0), c["xi"][a].as_u64().unwrap(), "{name}: xi of advertiser {a}");
+        }
+        assert_eq!(f64::from(au.least_winning_cost[0]), c["least_winning_cost"].as_f64().unwrap(), "{name}: lwc");
+        if c["case"].as_str().unwrap().starts_with("equal") && au.winner.contains(&NO_WINNER) {
+            unsold_by_equality += 1;
+        }
+        compared += 1;
+    }
+    assert_eq!(compared, 36); // 4 reserves × 3 boundaries × 3 deciding slots
+    assert!(unsold_by_equality >= 12, "{unsold_by_equality}");
+}
+
+#[test]
+fn a_next_bid_equal_to_the_f32_reserve_leaves_the_slot_unsold() {
+    // the case: reserve 0.05, f32(0.05) = 0.05000000074505806 > 0.05
+    let t = TickTraffic::from_values(0, 1, vec![0.5; 4], vec![0.0; 4]).unwrap();
+    let p = AuctionParams::default().reserve_price(0.05).exposure(vec![1.0, 1.0, 1.0]).check().unwrap();
+    let mut au = TickAuction::new();
+    let r = 0.05f32;
+    let up = f32::from_bits(r.to_bits() + 1);
+    let down = f32::from_bits(r.to_bits() - 1);
+    au.run(&p, &t, &[1.0, 0.9, 0.8, r], &[ValueBounds::untruncated(); 4], 1).unwrap();
+    assert_eq!(au.winner, vec![0, 1, NO_WINNER]);
+    au.run(&p, &t, &[1.0, 0.9, 0.8, up], &[ValueBounds::untruncated(); 4], 1).unwrap();
+    assert_eq!(au.winner, vec![0, 1, 2]);
+    assert_eq!(au.price[2], up);
+    au.run(&p, &t, &[1.0, 0.9, 0.8, down], &[ValueBounds::untruncated(); 4], 1).unwrap();
+    assert_eq!(au.winner, vec![0, 1, NO_WINNER]);
+}
