@@ -525,7 +525,7 @@ impl Scas {
     ) -> AResult<UpdateMetrics> {
         if !self.dynamics_ready {
             return Err(rl_agents::AgentError::Protocol(
-                "SCAS needs its dynamics model: call prepare() (or load a checkpoint) first".into(),
+                "SCAS needs its dynamics model: call prepare(), freeze_dynamics() after pretrain_dynamics(), or load a checkpoint first".into(),
             ));
         }
         let n = &self.nets;
@@ -600,6 +600,10 @@ impl Agent for Scas {
     }
 
     fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        if !self.dynamics_ready {
+            // refused before any draw, so the noise stream is untouched
+            return self.update_with_noise(batch, &Tensor::new(), None);
+        }
         let n = &self.nets;
         batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
         let b = batch.len() as i64;
