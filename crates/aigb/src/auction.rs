@@ -351,6 +351,24 @@ impl TickAuction {
         bounds: &[ValueBounds],
         noise_seed: u64,
     ) -> Result<()> {
+        self.run_with(params, traffic, bids, bounds, &mut SeededDraws::new(noise_seed))
+    }
+
+    /// [`TickAuction::run`] with the exposure and conversion draws taken from `draws` (a
+    /// [`SeededDraws`] gives exactly [`TickAuction::run`]; a [`RecordedDraws`] replays logged
+    /// outcomes).
+    ///
+    /// # Errors
+    /// As [`TickAuction::run`], and [`AigbError::Shape`] when `draws` was recorded for another
+    /// number of impressions, slots or advertisers.
+    pub fn run_with<D: DrawSource>(
+        &mut self,
+        params: &AuctionParams,
+        traffic: &crate::TickTraffic,
+        bids: &[f32],
+        bounds: &[ValueBounds],
+        draws: &mut D,
+    ) -> Result<()> {
         let (n, n_a) = (traffic.num_pv, traffic.num_advertisers);
         if n == 0 {
             return Err(AigbError::Empty { what: "impressions of the auction".into() });
@@ -371,6 +389,7 @@ impl TickAuction {
         check_len("sigmas", traffic.sigmas.len(), cells)?;
         check_len("value bounds", bounds.len(), n_a)?;
         let k = params.slots();
+        draws.check(n, k, n_a)?;
         let r = k + 1;
         self.slots = k;
         self.num_pv = n;
@@ -401,7 +420,7 @@ impl TickAuction {
         self.least_winning_cost.clear();
         self.least_winning_cost.resize(n, 0.0);
         for i in 0..n {
-            self.resolve(params, traffic, bounds, noise_seed, i);
+            self.resolve(params, traffic, bounds, draws, i);
         }
         Ok(())
     }
@@ -430,18 +449,19 @@ impl TickAuction {
                     insert_top(tb, ta, b, a as u32);
                 }
             }
-            self.resolve(params, traffic, bounds, noise_seed, i);
+            self.resolve(params, traffic, bounds, &mut SeededDraws::new(noise_seed), i);
         }
     }
 
     /// Slot allocation, prices, exposure and conversions of impression `i` from its top bids.
     #[allow(clippy::needless_range_loop)] // s indexes the slot arrays and the exposure table
-    fn resolve(
+    #[inline]
+    fn resolve<D: DrawSource>(
         &mut self,
         params: &AuctionParams,
         traffic: &crate::TickTraffic,
         bounds: &[ValueBounds],
-        noise_seed: u64,
+        draws: &mut D,
         i: usize,
     ) {
         let (n, k, r) = (self.num_pv, self.slots, self.slots + 1);
@@ -458,7 +478,7 @@ impl TickAuction {
         for s in 0..k {
             let idx = i * k + s;
             let a = ta[s];
-            let draw = unit(noise_seed, i, s) < params.exposure[s];
+            let draw = draws.exposure(i, s, params.exposure[s]);
             let exposed = match params.cascade {
                 Cascade::AuctionNet => draw && (s < 2 || draw_prev),
                 Cascade::Full => draw && exposed_prev,
@@ -483,19 +503,13 @@ impl TickAuction {
             self.exposed[idx] = exposed;
             self.conversion[idx] = exposed && {
                 let a = a as usize;
-                let pv = f64::from(traffic.pvalues[a * n + i]);
-                let value = match params.value_noise {
-                    ValueNoise::None => pv,
-                    ValueNoise::TruncatedNormal => {
-                        let sg = f64::from(traffic.sigmas[a * n + i]);
-                        if sg > 0.0 {
-                            pv + sg * bounds[a].sample(unit(noise_seed, i, MAX_SLOTS + s))
-                        } else {
-                            pv
-                        }
-                    }
+                let cell = ValueCell {
+                    pvalue: f64::from(traffic.pvalues[a * n + i]),
+                    sigma: f64::from(traffic.sigmas[a * n + i]),
+                    bounds: bounds[a],
+                    noise: params.value_noise,
                 };
-                unit(noise_seed, i, 2 * MAX_SLOTS + s) < value.clamp(0.0, 1.0)
+                draws.converts(i, s, a, &cell)
             };
         }
     }
@@ -523,6 +537,141 @@ impl TickAuction {
                 }
             }
         }
+    }
+}
+
+/// What a conversion draw sees of the winning advertiser's impression.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ValueCell {
+    /// Predicted conversion probability (pValue).
+    pub pvalue: f64,
+    /// Its noise scale.
+    pub sigma: f64,
+    /// The advertiser's value-noise truncation.
+    pub bounds: ValueBounds,
+    /// The realised value model.
+    pub noise: ValueNoise,
+}
+
+impl ValueCell {
+    /// The realised value `pValue + sigma·z` for the truncated-normal draw `z = bounds.sample(u)`
+    /// (the pValue itself under [`ValueNoise::None`] or when `sigma ≤ 0`).
+    #[inline]
+    pub fn value(&self, u: f64) -> f64 {
+        match self.noise {
+            ValueNoise::TruncatedNormal if self.sigma > 0.0 => self.pvalue + self.sigma * self.bounds.sample(u),
+            _ => self.pvalue,
+        }
+    }
+}
+
+/// Where an auction's random outcomes come from: the exposure draw of each sold slot (before
+/// the cascade) and the conversion of each exposed slot.
+pub trait DrawSource {
+    /// Checks that the source fits a tick of `num_pv` impressions, `slots` slots and
+    /// `num_advertisers` advertisers (called once per [`TickAuction::run_with`]).
+    ///
+    /// # Errors
+    /// [`AigbError::Shape`] when it does not.
+    fn check(&self, num_pv: usize, slots: usize, num_advertisers: usize) -> Result<()>;
+    /// The exposure draw of slot `slot` of impression `i`, whose exposure probability is `prob`
+    /// (the cascade is applied afterwards).
+    fn exposure(&mut self, i: usize, slot: usize, prob: f64) -> bool;
+    /// Whether the exposed slot `slot` of impression `i`, won by `advertiser`, converts.
+    fn converts(&mut self, i: usize, slot: usize, advertiser: usize, cell: &ValueCell) -> bool;
+}
+
+/// The default source: counter-based uniforms from a noise seed (see the module docs); the
+/// draws of impression `i` depend only on `(seed, i, purpose, slot)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SeededDraws {
+    seed: u64,
+}
+
+impl SeededDraws {
+    /// The source of noise seed `seed`.
+    pub fn new(seed: u64) -> Self {
+        Self { seed }
+    }
+}
+
+impl DrawSource for SeededDraws {
+    fn check(&self, _: usize, _: usize, _: usize) -> Result<()> {
+        Ok(())
+    }
+    #[inline]
+    fn exposure(&mut self, i: usize, slot: usize, prob: f64) -> bool {
+        unit(self.seed, i, slot) < prob
+    }
+    #[inline]
+    fn converts(&mut self, i: usize, slot: usize, _: usize, cell: &ValueCell) -> bool {
+        let value = cell.value(unit(self.seed, i, MAX_SLOTS + slot));
+        unit(self.seed, i, 2 * MAX_SLOTS + slot) < value.clamp(0.0, 1.0)
+    }
+}
+
+/// Logged outcomes, e.g. one `simulate_ad_bidding` call of AuctionNet: the exposure draw of
+/// every (impression, slot) before the cascade, and the conversion draw of every (impression,
+/// advertiser) (AuctionNet draws a conversion for every cell, whoever wins, and keeps it only
+/// for exposed winners).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedDraws {
+    num_pv: usize,
+    slots: usize,
+    num_advertisers: usize,
+    exposure: Vec<bool>,
+    conversion: Vec<bool>,
+}
+
+impl RecordedDraws {
+    /// `exposure[i·slots + k]` and `conversion[i·num_advertisers + a]`.
+    ///
+    /// # Errors
+    /// [`AigbError::Empty`] for zero impressions, slots or advertisers; [`AigbError::Shape`]
+    /// when a length differs from its product.
+    pub fn new(
+        num_pv: usize,
+        slots: usize,
+        num_advertisers: usize,
+        exposure: Vec<bool>,
+        conversion: Vec<bool>,
+    ) -> Result<Self> {
+        if num_pv == 0 || slots == 0 || num_advertisers == 0 {
+            return Err(AigbError::Empty { what: "recorded draws (impressions, slots or advertisers)".into() });
+        }
+        let cells = |a: usize, b: usize, what: &str| {
+            a.checked_mul(b).ok_or_else(|| AigbError::Shape {
+                what: what.into(),
+                expected: "a product that fits in usize".into(),
+                got: format!("{a} × {b}"),
+            })
+        };
+        check_len("recorded exposure draws", exposure.len(), cells(num_pv, slots, "impressions × slots")?)?;
+        check_len(
+            "recorded conversion draws",
+            conversion.len(),
+            cells(num_pv, num_advertisers, "impressions × advertisers")?,
+        )?;
+        Ok(Self { num_pv, slots, num_advertisers, exposure, conversion })
+    }
+}
+
+impl DrawSource for RecordedDraws {
+    fn check(&self, num_pv: usize, slots: usize, num_advertisers: usize) -> Result<()> {
+        if (num_pv, slots, num_advertisers) != (self.num_pv, self.slots, self.num_advertisers) {
+            return Err(AigbError::Shape {
+                what: "recorded draws (impressions, slots, advertisers)".into(),
+                expected: format!("({num_pv}, {slots}, {num_advertisers})"),
+                got: format!("({}, {}, {})", self.num_pv, self.slots, self.num_advertisers),
+            });
+        }
+        Ok(())
+    }
+    fn exposure(&mut self, i: usize, slot: usize, _: f64) -> bool {
+        self.exposure.get(i * self.slots + slot).copied().unwrap_or(false)
+    }
+    fn converts(&mut self, i: usize, _: usize, advertiser: usize, _: &ValueCell) -> bool {
+        self.conversion.get(i * self.num_advertisers + advertiser).copied().unwrap_or(false)
     }
 }
 

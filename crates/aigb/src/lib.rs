@@ -79,7 +79,10 @@ pub mod traffic;
 #[cfg(feature = "tch")]
 pub mod traj_eval;
 
-pub use auction::{AdvertiserTick, AuctionParams, Cascade, ReserveRule, TickAuction, ValueBounds, ValueNoise};
+pub use auction::{
+    AdvertiserTick, AuctionParams, Cascade, DrawSource, RecordedDraws, ReserveRule, SeededDraws, TickAuction, ValueBounds,
+    ValueCell, ValueNoise,
+};
 pub use bidder::{
     state_features, write_linear_bids, Bidder, PeriodInfo, TickContext, TickRecord, STATE_DIM, STATE_FEATURES,
 };

@@ -72,3 +72,79 @@ fn a_next_bid_equal_to_the_f32_reserve_leaves_the_slot_unsold() {
     au.run(&p, &t, &[1.0, 0.9, 0.8, down], &[ValueBounds::untruncated(); 4], 1).unwrap();
     assert_eq!(au.winner, vec![0, 1, NO_WINNER]);
 }
+
+fn floats(v: &Value) -> Vec<f64> {
+    v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
+}
+
+fn bools(v: &Value) -> Vec<bool> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() == 1).collect()
+}
+
+#[test]
+fn a_recorded_auctionnet_tick_replays_exactly() {
+    use aigb::RecordedDraws;
+    let fx = fixture();
+    let tk = &fx["tick"];
+    let n = tk["num_pv"].as_u64().unwrap() as usize;
+    let f32s = |key: &str| floats(&tk[key]).into_iter().map(|x| x as f32).collect::<Vec<f32>>();
+    let t = TickTraffic::from_values(0, n, f32s("pvalues"), f32s("sigmas")).unwrap();
+    let bids = f32s("bids");
+    let p = AuctionParams::default()
+        .reserve_price(tk["reserve"].as_f64().unwrap())
+        .exposure(floats(&tk["slot_coefficients"]))
+        .check()
+        .unwrap();
+    let mut draws =
+        RecordedDraws::new(n, 3, N_ADV, bools(&tk["exposure_draw"]), bools(&tk["conversion_draw"])).unwrap();
+    let mut au = TickAuction::new();
+    au.run_with(&p, &t, &bids, &[ValueBounds::untruncated(); N_ADV], &mut draws).unwrap();
+    let (slot, cost, exposed, conv) =
+        (floats(&tk["slot"]), floats(&tk["cost"]), bools(&tk["exposed"]), bools(&tk["conversion"]));
+    let mut sold = 0;
+    for a in 0..N_ADV {
+        for i in 0..n {
+            let s = (0..3).find(|&s| au.winner[i * 3 + s] == a as u32);
+            let c = a * n + i;
+            assert_eq!(s.map_or(0.0, |s| (s + 1) as f64), slot[c], "slot of advertiser {a}, impression {i}");
+            let (pr, ex, cv) = s.map_or((0.0, false, false), |s| {
+                (f64::from(au.price[i * 3 + s]), au.exposed[i * 3 + s], au.conversion[i * 3 + s])
+            });
+            assert_eq!(pr, cost[c], "price of advertiser {a}, impression {i}");
+            assert_eq!(ex, exposed[c], "exposure of advertiser {a}, impression {i}");
+            assert_eq!(cv, conv[c], "conversion of advertiser {a}, impression {i}");
+            sold += usize::from(s.is_some());
+        }
+    }
+    assert_eq!(
+        floats(&tk["least_winning_cost"]),
+        au.least_winning_cost.iter().map(|&x| f64::from(x)).collect::<Vec<_>>()
+    );
+    assert!(sold > 100 && exposed.iter().filter(|&&e| e).count() < sold, "{sold}");
+    // a source recorded for another shape is a typed error, not a panic
+    let mut wrong =
+        RecordedDraws::new(n - 1, 3, N_ADV, vec![false; (n - 1) * 3], vec![false; (n - 1) * N_ADV]).unwrap();
+    assert!(matches!(
+        au.run_with(&p, &t, &bids, &[ValueBounds::untruncated(); N_ADV], &mut wrong),
+        Err(aigb::AigbError::Shape { .. })
+    ));
+    assert!(matches!(RecordedDraws::new(n, 3, N_ADV, vec![false; 5], vec![]), Err(aigb::AigbError::Shape { .. })));
+    assert!(matches!(RecordedDraws::new(0, 3, N_ADV, vec![], vec![]), Err(aigb::AigbError::Empty { .. })));
+}
+
+#[test]
+fn seeded_draws_reproduce_the_default_run() {
+    use aigb::SeededDraws;
+    let n = 300;
+    let pv: Vec<f32> = (0..n * 5).map(|j| ((j * 37 % 101) as f32) / 300.0).collect();
+    let sg: Vec<f32> = pv.iter().map(|x| x * 0.2).collect();
+    let t = TickTraffic::from_values(0, n, pv, sg).unwrap();
+    let bids: Vec<f32> = (0..n * 5).map(|j| ((j * 53 % 97) as f32) / 97.0).collect();
+    let p = AuctionParams::default().check().unwrap();
+    let bounds = [ValueBounds::from_uniforms(0.3, 0.6); 5];
+    let (mut a, mut b) = (TickAuction::new(), TickAuction::new());
+    a.run(&p, &t, &bids, &bounds, 99).unwrap();
+    b.run_with(&p, &t, &bids, &bounds, &mut SeededDraws::new(99)).unwrap();
+    assert_eq!((&a.winner, &a.price, &a.exposed, &a.conversion), (&b.winner, &b.price, &b.exposed, &b.conversion));
+    assert!(a.conversion.iter().any(|&c| c) && a.exposed.iter().any(|&e| !e));
+}
