@@ -21,7 +21,9 @@
 //!
 //! Random numbers are counter-based: the draws of impression `i` are a hash of `(noise seed, i,
 //! purpose, slot)`, so re-running the auction on some impressions (the budget drop loop) redraws
-//! exactly the same numbers for the others, and no draw depends on evaluation order.
+//! exactly the same numbers for the others, and no draw depends on evaluation order. The draws
+//! come from a [`DrawSource`]: [`SeededDraws`] (the default, above) or [`RecordedDraws`] (logged
+//! outcomes, e.g. of one AuctionNet auction call), through [`TickAuction::run_with`].
 
 use serde::{Deserialize, Serialize};
 
