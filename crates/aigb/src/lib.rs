@@ -80,8 +80,8 @@ pub mod traffic;
 pub mod traj_eval;
 
 pub use auction::{
-    AdvertiserTick, AuctionParams, Cascade, DrawSource, RecordedDraws, ReserveRule, SeededDraws, TickAuction, ValueBounds,
-    ValueCell, ValueNoise,
+    AdvertiserTick, AuctionParams, Cascade, DrawSource, RecordedDraws, ReserveRule, SeededDraws, TickAuction,
+    ValueBounds, ValueCell, ValueNoise,
 };
 pub use bidder::{
     state_features, write_linear_bids, Bidder, PeriodInfo, TickContext, TickRecord, STATE_DIM, STATE_FEATURES,
