@@ -148,3 +148,20 @@ fn seeded_draws_reproduce_the_default_run() {
     assert_eq!((&a.winner, &a.price, &a.exposed, &a.conversion), (&b.winner, &b.price, &b.exposed, &b.conversion));
     assert!(a.conversion.iter().any(|&c| c) && a.exposed.iter().any(|&e| !e));
 }
+
+#[test]
+fn at_the_default_reserve_the_f32_rule_agrees_with_the_old_f64_rule_on_every_bid() {
+    // old rule: sold ⇔ f64(next) > reserve; new: next > reserve as f32. They differ only for an
+    // f32 in (f32(reserve), reserve] (or in (reserve, f32(reserve)]); for 0.0001 there is none,
+    // so the default simulation's outcomes are unchanged. For 0.05 the bid is one.
+    let agree = |reserve: f64| {
+        let r32 = reserve as f32;
+        (-4i32..=4).all(|d| {
+            let x = f32::from_bits((r32.to_bits() as i32 + d) as u32);
+            (f64::from(x) > reserve) == (x > r32)
+        })
+    };
+    assert_eq!(AuctionParams::default().reserve_price, 0.0001);
+    assert!(agree(0.0001));
+    assert!(!agree(0.05));
+}
