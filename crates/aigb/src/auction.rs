@@ -29,6 +29,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{check_range, AigbError, Result};
 
+/// Most advertisers a market may have (advertiser ids are `u32` in the auction buffers, with
+/// `u32::MAX` meaning "no winner").
+pub const MAX_ADVERTISERS: usize = (u32::MAX - 1) as usize;
+
 /// Which exposure draws a lower slot depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -378,8 +382,8 @@ impl TickAuction {
         if n_a == 0 {
             return Err(AigbError::Empty { what: "bidders of the auction".into() });
         }
-        if n_a > crate::sim::MAX_ADVERTISERS {
-            return Err(AigbError::invalid("advertisers", n_a, format!("at most {}", crate::sim::MAX_ADVERTISERS)));
+        if n_a > MAX_ADVERTISERS {
+            return Err(AigbError::invalid("advertisers", n_a, format!("at most {}", MAX_ADVERTISERS)));
         }
         let cells = n.checked_mul(n_a).ok_or_else(|| AigbError::Shape {
             what: "impressions × advertisers".into(),

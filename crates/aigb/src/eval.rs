@@ -120,8 +120,7 @@ impl rl_core::Params for EvalParams {
     }
 }
 
-/// Most threads [`EvalParams::threads`] and [`crate::DataGenParams::threads`] may ask for.
-pub const MAX_THREADS: usize = 1024;
+pub use crate::market::MAX_THREADS;
 
 /// Bytes [`Evaluator::evaluate`] allocates per run before the runs start (the run list and its
 /// result slot).

@@ -15,6 +15,9 @@ use crate::bidders::{
 use crate::dataset::{DatasetMeta, TrajectoryDataset};
 use crate::error::{check_positive, check_range, AigbError, Result};
 use crate::sim::Simulator;
+
+/// Most threads [`crate::EvalParams::threads`] and [`DataGenParams::threads`] may ask for.
+pub const MAX_THREADS: usize = 1024;
 use rl_core::Params;
 
 /// The cap of [`BidderSpec::PidCpa`]: α ≤ 1.5 · CPA (OnlineLP's bound, `onlinelp_bidding_strategy.py`).
@@ -163,7 +166,7 @@ pub fn build_lineup(
 /// | `lp_history_periods` | [1 000 000] | periods of the PID market that builds the OnlineLP table | non-empty, disjoint from the data periods |
 /// | `online_lp` | default, costs × budget scale | OnlineLP parameters | |
 /// | `seed` | 0 | mix and noise seed | any |
-/// | `threads` | 2 | periods simulated in parallel | 1 ..= [`crate::eval::MAX_THREADS`] |
+/// | `threads` | 2 | periods simulated in parallel | 1 ..= [`MAX_THREADS`] |
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct DataGenParams {
@@ -232,12 +235,8 @@ impl rl_core::Params for DataGenParams {
             return Err(AigbError::invalid("lp_history_periods", "[]", "need at least one period"));
         }
         self.online_lp.validate().map_err(|e| e.nested("online_lp"))?;
-        if self.threads == 0 || self.threads > crate::eval::MAX_THREADS {
-            return Err(AigbError::invalid(
-                "threads",
-                self.threads,
-                format!("must be in 1..={}", crate::eval::MAX_THREADS),
-            ));
+        if self.threads == 0 || self.threads > MAX_THREADS {
+            return Err(AigbError::invalid("threads", self.threads, format!("must be in 1..={}", MAX_THREADS)));
         }
         Ok(())
     }

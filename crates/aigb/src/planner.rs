@@ -46,7 +46,7 @@
 //! - At the last tick the "next" planned state is the current one (as the reference's indexing).
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use serde::{Deserialize, Serialize};
 use tch::{nn::VarStore, Device, Kind, Tensor};
@@ -1015,6 +1015,9 @@ fn inverse_loss(pred_a: &Tensor, a: &Tensor, m: &Tensor) -> Result<Tensor> {
     Ok(pred_a.f_sub(a)?.f_square()?.f_mul(&pair)?.f_sum(Kind::Float)?.f_div(&n_pairs)?)
 }
 
+/// Plans recorded by a [`PlannerBidder`] (period, advertiser, tick, raw plan, actions).
+pub type PlanLog = Arc<Mutex<Vec<(u64, usize, usize, Vec<[f32; STATE_DIM]>, Vec<f64>)>>>;
+
 /// Bids with a planner, re-planning online: at tick `t` it in-paints the observed states
 /// `s_0..s_t`, samples the rest of the period under the target condition, and bids
 /// `max(f_φ([s_{t−1}, s_{t−2}, s_t, ŝ_{t+1}]), 0) (· CPA) · pValue`. Between re-plans
@@ -1029,13 +1032,13 @@ pub struct PlannerBidder {
     plan: Vec<[f32; STATE_DIM]>,
     plans: usize,
     info: Option<PeriodInfo>,
-    log: Option<crate::search::PlanLog>,
+    log: Option<PlanLog>,
 }
 
 impl PlannerBidder {
     /// Also records every plan (period, advertiser, tick, raw plan, actions) into `log`.
     #[must_use]
-    pub fn with_plan_log(mut self, log: crate::search::PlanLog) -> Self {
+    pub fn with_plan_log(mut self, log: PlanLog) -> Self {
         self.log = Some(log);
         self
     }

@@ -37,6 +37,7 @@ use crate::bidders::{OnlineLpParams, OnlineLpTable};
 use crate::dataset::TrajectoryDataset;
 use crate::error::{check_positive, check_range, AigbError, Result};
 use crate::market::{build_lineup, BidderSpec};
+pub use crate::planner::PlanLog;
 use crate::planner::{ChainNoise, DiffusionPlanner, PlannerBidder, PlannerSnapshot, StateScaler};
 use crate::sim::Simulator;
 use crate::traj_eval::{ScoredTrajectory, TrajEvaluator};
@@ -627,9 +628,6 @@ pub struct FeedbackRun {
     /// Competition score of the run.
     pub score: f64,
 }
-
-/// Plans recorded by a [`PlannerBidder`] (period, advertiser, tick, raw plan, actions).
-pub type PlanLog = Arc<Mutex<Vec<(u64, usize, usize, Vec<[f32; STATE_DIM]>, Vec<f64>)>>>;
 
 /// Expert feedback: runs the planner `snapshot` in `sim` on each `(period, slot)` against the
 /// rule-based `lineup` (the OnlineLP table `table`), and returns each run's realised trajectory

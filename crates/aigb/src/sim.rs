@@ -163,9 +163,7 @@ impl SimParams {
     }
 }
 
-/// Most advertisers a market may have (advertiser ids are `u32` in the auction buffers, with
-/// `u32::MAX` meaning "no winner").
-pub const MAX_ADVERTISERS: usize = (u32::MAX - 1) as usize;
+pub use crate::auction::MAX_ADVERTISERS;
 
 /// Largest advertiser category (the OnlineLP table and the statistics are dense in the
 /// category id).

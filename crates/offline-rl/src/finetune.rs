@@ -88,7 +88,7 @@ pub fn finetune<E: Env, V: Env>(
         log_eval(sink, 0, &e)?;
         evaluations.push(e);
     }
-    let bar = crate::train::progress_bar(p.steps, 0, p.progress, &format!("{} online", algo.name()));
+    let bar = crate::progress::progress_bar(p.steps, 0, p.progress, &format!("{} online", algo.name()));
     let device = algo.device();
     let mut obs = env.reset(&mut reset_rng)?;
     let mut ret = 0.0;

@@ -268,7 +268,7 @@ pub fn generate_suite(
     let mut sink = MemorySink::default();
     let mut snapshots = Vec::new();
     let mut k = 0u64;
-    let bar = crate::train::progress_bar(p.online_steps, 0, p.progress, &format!("{} SAC", task.name()));
+    let bar = crate::progress::progress_bar(p.online_steps, 0, p.progress, &format!("{} SAC", task.name()));
     while trainer.steps() < p.online_steps {
         k += 1;
         let until = (k * p.snapshot_every).min(p.online_steps);

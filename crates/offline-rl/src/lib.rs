@@ -28,6 +28,7 @@ pub mod data;
 pub mod error;
 pub mod finetune;
 pub mod generate;
+mod progress;
 pub mod robust;
 pub mod score;
 pub mod tasks;

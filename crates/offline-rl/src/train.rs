@@ -315,20 +315,6 @@ pub(crate) fn log_eval(sink: &mut dyn MetricsSink, step: u64, e: &Evaluation) ->
     Ok(())
 }
 
-pub(crate) fn progress_bar(total: u64, pos: u64, show: bool, what: &str) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(total);
-    if let Ok(style) = indicatif::ProgressStyle::with_template(&format!(
-        "{what} {{elapsed_precise}} [{{bar:30}}] {{pos}}/{{len}} ({{per_sec}}, eta {{eta}}) {{msg}}"
-    )) {
-        bar.set_style(style.progress_chars("=> "));
-    }
-    bar.set_position(pos);
-    bar
-}
-
 fn next_multiple(steps: u64, every: u64) -> u64 {
     (steps / every + 1) * every
 }
@@ -385,7 +371,7 @@ impl Trainer {
                 sink.log(0, &self.prepare)?;
             }
         }
-        let bar = progress_bar(p.steps, self.steps, p.progress, algo.name());
+        let bar = crate::progress::progress_bar(p.steps, self.steps, p.progress, algo.name());
         let device = algo.device();
         let mut next_log = next_multiple(self.steps, p.log_every);
         let mut next_eval = if p.eval_every > 0 { next_multiple(self.steps, p.eval_every) } else { u64::MAX };

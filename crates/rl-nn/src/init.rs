@@ -52,9 +52,9 @@ use serde::{Deserialize, Serialize};
 use tch::nn::Path;
 use tch::{Device, Kind, Tensor};
 
+use crate::activation::Activation;
 use crate::check;
 use crate::error::{Result, RlNnError};
-use crate::mlp::Activation;
 
 /// Which fan [`Init::KaimingUniform`] / [`Init::KaimingNormal`] scale by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]

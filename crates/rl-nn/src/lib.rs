@@ -69,6 +69,7 @@
 #![deny(missing_debug_implementations)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod activation;
 pub mod check;
 pub mod checkpoint;
 pub mod convert;

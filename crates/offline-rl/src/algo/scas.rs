@@ -375,7 +375,7 @@ impl Scas {
             return Err(OfflineError::Empty { what: "dynamics training rows".into() });
         }
         self.check_dynamics_trainable()?;
-        let bar = crate::train::progress_bar(p.steps, 0, progress, "dynamics");
+        let bar = crate::progress::progress_bar(p.steps, 0, progress, "dynamics");
         let mut last = f64::NAN;
         let device = self.nets.device;
         for step in 0..p.steps {
