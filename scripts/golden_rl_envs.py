@@ -4,7 +4,7 @@
 Run with the provisioned venv (gymnasium, gymnasium-robotics, mpe2, mujoco==3.17.0):
 
     ~/.cache/frugal-rl/venv/bin/pip install gymnasium==1.4.0 gymnasium-robotics==1.4.2 mpe2==1.1.1
-    ~/.cache/frugal-rl/venv/bin/python scripts/golden_rl_envs.py [classic|cartpole_after|maze|mpe|mpe_more|mujoco|all]
+    ~/.cache/frugal-rl/venv/bin/python scripts/golden_rl_envs.py [classic|cartpole_after|maze|mpe|mpe_more|mujoco|mujoco_v5|numpy_sum|all]
 
 Writes crates/rl-envs/tests/fixtures/<family>.json. Each case records the seed given to
 `reset(seed=...)`, the state right after the reset (for environments whose reset draws cannot be
@@ -25,6 +25,32 @@ FIXTURES = os.path.join(ROOT, "crates", "rl-envs", "tests", "fixtures")
 
 def f(x):
     return [float(v) for v in np.asarray(x, dtype=np.float64).ravel()]
+
+
+def finfo(info):
+    """A step's info dict as JSON: numbers as float64 (a float32 is exact), flags as bools,
+    arrays flattened; the key order is the reference's."""
+    out = {}
+    for k, v in info.items():
+        if isinstance(v, (bool, np.bool_)):
+            out[k] = bool(v)
+        elif np.ndim(v) == 0:
+            out[k] = float(v)
+        else:
+            out[k] = f(v)
+    return out
+
+
+def gym_mujoco():
+    """gymnasium with warnings off (its MuJoCo envs need `imageio` and `packaging` importable:
+    `pip install "gymnasium[mujoco]"`, or `pip install --no-deps --target DIR imageio packaging`
+    and PYTHONPATH=DIR)."""
+    import warnings
+
+    import gymnasium as gym
+
+    warnings.filterwarnings("ignore")
+    return gym
 
 
 def versions(*names):
@@ -382,11 +408,7 @@ def mpe_more():
 
 
 def mujoco_envs():
-    import warnings
-
-    import gymnasium as gym
-
-    warnings.filterwarnings("ignore")
+    gym = gym_mujoco()
     cases = []
 
     def rollout(env_id, seed, steps, prng, lo=-1.2, hi=1.2, **kwargs):
@@ -396,11 +418,12 @@ def mujoco_envs():
         nu = env.action_space.shape[0]
         case = {"env": env_id, "seed": seed, "kwargs": kwargs, "reset_obs": f(obs),
                 "reset_qpos": f(data.qpos), "reset_qvel": f(data.qvel), "actions": [], "obs": [],
-                "rewards": [], "terminated": [], "truncated": []}
+                "rewards": [], "terminated": [], "truncated": [], "infos": []}
         for t in range(steps):
             # partly outside [-1, 1]: MuJoCo clamps the control, the cost uses the raw action
             a = prng.uniform(lo, hi, size=nu).astype(np.float32)
-            obs, r, term, trunc, _ = env.step(a)
+            obs, r, term, trunc, info = env.step(a)
+            case["infos"].append(finfo(info))
             case["actions"].append(f(a))
             case["obs"].append(f(obs))
             case["rewards"].append(float(r))
@@ -422,9 +445,84 @@ def mujoco_envs():
                      "versions": versions("gymnasium", "mujoco", "numpy"), "cases": cases})
 
 
+# ------------------------------------------------------------------------------------------
+# NumPy 2's summation order: np.sum(np.square(a)) on random float32 / float64 arrays
+
+
+def numpy_sum():
+    """Only the sums are written: the Rust test redraws the arrays with its port of
+    default_rng(seed).uniform(-1.2, 1.2, size=n) (then .astype(dtype)), one array after the
+    other; float64 arrays at odd positions are clip(3a, -1, 1) (many equal entries, like
+    clipped contact forces)."""
+    cases = []
+    for dtype, lengths, count in [("float32", [1, 2, 3, 5, 6, 7, 8, 9, 16, 17, 21, 33], 500),
+                                  ("float64", [3, 8, 17, 78, 84, 130, 300], 100)]:
+        for n in lengths:
+            seed = 2027 + n + (1000 if dtype == "float64" else 0)
+            prng = np.random.default_rng(seed)
+            sums = []
+            for i in range(count):
+                a = prng.uniform(-1.2, 1.2, size=n).astype(dtype)
+                if dtype == "float64" and i % 2:
+                    a = np.clip(a * 3.0, -1.0, 1.0)
+                sums.append(float(np.sum(np.square(a))))
+            cases.append({"dtype": dtype, "n": n, "seed": seed, "sums": sums})
+    write("numpy_sum", {"generator": "scripts/golden_rl_envs.py numpy_sum", "versions": versions("numpy"),
+                        "cases": cases})
+
+
+# ------------------------------------------------------------------------------------------
+# MuJoCo v5 (gymnasium 1.4 *_v5.py on mujoco 3.17.0), with infos
+
+
+def mujoco_v5():
+    gym = gym_mujoco()
+    cases = []
+
+    def rollout(env_id, seed, steps, prng, lo=-1.2, hi=1.2, **kwargs):
+        env = gym.make(env_id, **kwargs)
+        obs, reset_info = env.reset(seed=seed)
+        data = env.unwrapped.data
+        nu = env.action_space.shape[0]
+        case = {"env": env_id, "seed": seed, "kwargs": kwargs, "reset_obs": f(obs),
+                "reset_info": finfo(reset_info), "reset_qpos": f(data.qpos), "reset_qvel": f(data.qvel),
+                "actions": [], "obs": [], "rewards": [], "terminated": [], "truncated": [], "infos": []}
+        for t in range(steps):
+            a = prng.uniform(lo, hi, size=nu).astype(np.float32)
+            obs, r, term, trunc, info = env.step(a)
+            case["actions"].append(f(a))
+            case["obs"].append(f(obs))
+            case["rewards"].append(float(r))
+            case["terminated"].append(bool(term))
+            case["truncated"].append(bool(trunc))
+            case["infos"].append(finfo(info))
+            if term or trunc:
+                break
+        cases.append(case)
+
+    rollout("Hopper-v5", 0, 100, np.random.default_rng(140))
+    rollout("Hopper-v5", 1, 60, np.random.default_rng(141), terminate_when_unhealthy=False,
+            healthy_reward=2.0, ctrl_cost_weight=0.01, exclude_current_positions_from_observation=False)
+    rollout("Walker2d-v5", 0, 100, np.random.default_rng(150))
+    rollout("Walker2d-v5", 1, 40, np.random.default_rng(151), forward_reward_weight=1.5,
+            healthy_z_range=(0.9, 2.0), reset_noise_scale=0.02, frame_skip=3)
+    rollout("HalfCheetah-v5", 0, 60, np.random.default_rng(160))
+    rollout("HalfCheetah-v5", 1, 30, np.random.default_rng(161), forward_reward_weight=2.0,
+            ctrl_cost_weight=0.3, exclude_current_positions_from_observation=False)
+    rollout("Ant-v5", 0, 40, np.random.default_rng(170))
+    rollout("Ant-v5", 1, 30, np.random.default_rng(171), include_cfrc_ext_in_observation=False,
+            contact_cost_weight=1e-3, contact_force_range=(-0.5, 0.5), main_body="torso",
+            healthy_z_range=(0.3, 1.0), forward_reward_weight=0.5)
+    # small actions: cut by a short time limit
+    rollout("Hopper-v5", 2, 60, np.random.default_rng(142), lo=-0.1, hi=0.1, max_episode_steps=50)
+    write("mujoco_v5", {"generator": "scripts/golden_rl_envs.py mujoco_v5",
+                        "versions": versions("gymnasium", "mujoco", "numpy"), "cases": cases})
+
+
 def main():
     which = sys.argv[1] if len(sys.argv) > 1 else "all"
-    table = {"classic": classic, "cartpole_after": cartpole_after, "maze": maze, "mpe": mpe, "mpe_more": mpe_more, "mujoco": mujoco_envs}
+    table = {"classic": classic, "cartpole_after": cartpole_after, "maze": maze, "mpe": mpe, "mpe_more": mpe_more,
+             "mujoco": mujoco_envs, "numpy_sum": numpy_sum, "mujoco_v5": mujoco_v5}
     for k in (table if which == "all" else [which]):
         table[k]()
 

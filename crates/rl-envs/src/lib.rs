@@ -58,6 +58,7 @@ pub mod maze;
 pub mod mpe;
 #[cfg(feature = "mujoco")]
 pub mod mujoco;
+pub mod numpy_sum;
 pub mod rng;
 pub mod traits;
 pub mod wrappers;

@@ -8,13 +8,15 @@
 
 mod common;
 
-use common::{action, assert_close, load, max_rel_err, to_f64};
+use common::{action, assert_close, assert_info, load, max_rel_err, to_f64};
 use rl_core::{Env, Params};
 use rl_envs::maze::{MazeLayout, MazeReward, PointMazeParams};
 use rl_envs::mujoco::{AntParams, HalfCheetahParams, HopperParams, Locomotion, MujocoPointMaze, Walker2dParams};
 use rl_envs::rng::NumpyRng;
 
 const TOL: f64 = 1e-4;
+/// Info fields are float64 in both (no observation cast): compared exactly.
+const INFO_TOL: f64 = 0.0;
 
 fn f64s(v: &serde_json::Value) -> Vec<f64> {
     v.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect()
@@ -23,8 +25,8 @@ fn f64s(v: &serde_json::Value) -> Vec<f64> {
 #[test]
 fn locomotion_matches_gymnasium() {
     let fixture = load("mujoco");
-    let mut worst = 0.0f64;
-    let mut steps = 0;
+    let (mut worst, mut worst_info) = (0.0f64, 0.0f64);
+    let (mut steps, mut exact_rewards) = (0, 0);
     for case in &fixture.cases {
         let name = format!("{} seed {} {:?}", case.env, case.seed, case.extra["kwargs"]);
         let kwargs = case.extra["kwargs"].as_object().unwrap();
@@ -58,11 +60,19 @@ fn locomotion_matches_gymnasium() {
             assert_close(&format!("{what} reward"), &[f64::from(step.reward)], &[case.rewards[t]], TOL);
             assert_eq!(step.terminated, case.terminated[t], "{what} terminated");
             assert_eq!(step.truncated, case.truncated[t], "{what} truncated");
+            worst_info = worst_info.max(assert_info(&what, &step.info, &case.extra["infos"][t], INFO_TOL));
             worst = worst.max(max_rel_err(&to_f64(&step.obs), &case.obs[t]));
+            // gymnasium's reward is float64; ours is its float32 rounding
+            exact_rewards += usize::from(step.reward == case.rewards[t] as f32);
             steps += 1;
         }
     }
-    eprintln!("mujoco locomotion: {steps} steps matched to {TOL:e} (worst observation error {worst:e})");
+    // with NumPy 2's summation order every reward is gymnasium's, rounded to float32
+    assert_eq!(exact_rewards, steps, "rewards equal to gymnasium's rounded to float32");
+    eprintln!(
+        "mujoco locomotion: {steps} steps matched to {TOL:e} (worst observation error {worst:e}), \
+         infos to {INFO_TOL:e} (worst {worst_info:e}), {exact_rewards} rewards bit-identical (float32)"
+    );
 }
 
 #[test]

@@ -2,7 +2,7 @@
 
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{derive_seed, rng_from_seed, Env, Params, RlCoreError, SeededRng, Space, Step, Valid};
+use rl_core::{derive_seed, rng_from_seed, Env, Info, Params, RlCoreError, SeededRng, Space, Step, Valid};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -679,7 +679,8 @@ impl<P: PointPhysics> Env for PointMazeEnv<P> {
             MazeReward::Dense => (-dist).exp(),
             MazeReward::Sparse => f64::from(u8::from(dist <= thr)),
         };
-        let terminated = !self.params.continuing_task && dist <= thr;
+        let success = dist <= thr;
+        let terminated = !self.params.continuing_task && success;
         let truncated = self.clock.tick(terminated, self.max_steps);
         let obs = self.obs();
         // gymnasium-robotics updates the goal after computing the observation
@@ -697,7 +698,8 @@ impl<P: PointPhysics> Env for PointMazeEnv<P> {
                 self.goal_rng = Some(g);
             }
         }
-        Ok(Step::new(obs, reward as f32, terminated, truncated))
+        // gymnasium-robotics: info["success"], measured before the goal moves
+        Ok(Step::new(obs, reward as f32, terminated, truncated).with_info(Info::new().with("success", success)))
     }
 }
 

@@ -5,11 +5,12 @@ use std::path::PathBuf;
 use mujoco_rs::prelude::*;
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Env, Params, RlCoreError, Space, Step, Valid};
+use rl_core::{Env, Info, Params, RlCoreError, Space, Step, Valid};
 use serde::{Deserialize, Serialize};
 
 use crate::common::{check_box_action, non_negative, positive, EpisodeClock};
 use crate::error::{EnvError, Result};
+use crate::numpy_sum::{sum_of_squares_f32, sum_of_squares_f64};
 use crate::rng::{standard_normal, uniform};
 use crate::traits::{check_task, Snapshot, TaskParam, TaskParams};
 
@@ -85,6 +86,12 @@ mod f64_inf {
             assert!(serde_json::from_str::<R>(r#"[0, true]"#).is_err());
         }
     }
+}
+
+/// `np.linalg.norm(xy, ord=2)` of a 2-vector: NumPy computes `sqrt(dot(x, x))`, and the BLAS
+/// `ddot` of the PyPI wheel (OpenBLAS) fuses the second product: `sqrt(fma(y, y, x·x))`.
+fn numpy_norm2(xy: [f64; 2]) -> f64 {
+    xy[1].mul_add(xy[1], xy[0] * xy[0]).sqrt()
 }
 
 fn check_range(name: &str, r: [f64; 2]) -> Result<()> {
@@ -721,12 +728,17 @@ impl Locomotion {
 
     /// gymnasium's `control_cost`: `w · Σ a²` evaluated in float32 (NumPy 2 keeps the float32
     /// action's dtype).
+    ///
+    /// The sum is NumPy 2's pairwise sum ([`crate::numpy_sum`]).
     fn ctrl_cost(weight: f64, action: ArrayView1<'_, f32>) -> f64 {
-        let sq: Vec<f32> = action.iter().map(|a| a * a).collect();
-        // NumPy's reduction: first element, plus the rest summed from zero
-        let rest = sq.iter().skip(1).fold(0.0f32, |acc, v| acc + v);
-        let sum = sq.first().copied().unwrap_or(0.0) + rest;
+        let sum = sum_of_squares_f32(action.iter().copied());
         f64::from(weight as f32 * sum)
+    }
+
+    /// gymnasium's `contact_cost`: `w · np.sum(np.square(clip(cfrc_ext)))` over every body's
+    /// 6 external forces (float64, NumPy 2's pairwise sum).
+    fn contact_cost(&self, weight: f64, range: [f64; 2]) -> f64 {
+        weight * sum_of_squares_f64(self.contact_forces(range))
     }
 
     fn unstable(&self) -> bool {
@@ -807,6 +819,7 @@ impl Env for Locomotion {
             });
         }
         let qpos = self.data.qpos();
+        let mut info = Info::with_capacity(9);
         let (reward, terminated) = match &self.task {
             LocomotionTask::Hopper(p) => {
                 let x_vel = (qpos[0] - x_before) / self.dt;
@@ -816,6 +829,8 @@ impl Env for Locomotion {
                 let healthy = state_ok && inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
                 let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
                 let r = p.forward_reward_weight * x_vel + healthy_reward - Self::ctrl_cost(p.ctrl_cost_weight, action);
+                info.insert("x_position", qpos[0]);
+                info.insert("x_velocity", x_vel);
                 (r, p.terminate_when_unhealthy && !healthy)
             }
             LocomotionTask::Walker2d(p) => {
@@ -825,29 +840,50 @@ impl Env for Locomotion {
                 let healthy = inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
                 let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
                 let r = p.forward_reward_weight * x_vel + healthy_reward - Self::ctrl_cost(p.ctrl_cost_weight, action);
+                info.insert("x_position", qpos[0]);
+                info.insert("x_velocity", x_vel);
                 (r, p.terminate_when_unhealthy && !healthy)
             }
             LocomotionTask::HalfCheetah(p) => {
                 let x_vel = (qpos[0] - x_before) / self.dt;
-                (p.forward_reward_weight * x_vel - Self::ctrl_cost(p.ctrl_cost_weight, action), false)
+                let forward = p.forward_reward_weight * x_vel;
+                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                info.insert("x_position", qpos[0]);
+                info.insert("x_velocity", x_vel);
+                info.insert("reward_run", forward);
+                info.insert("reward_ctrl", -ctrl);
+                (forward - ctrl, false)
             }
             LocomotionTask::Ant(p) => {
                 let after = self.torso_position();
                 let x_vel = (after[0] - x_before) / self.dt;
+                let y_vel = (after[1] - self.torso_xy[1]) / self.dt;
                 let z = qpos[2];
                 let healthy = p.healthy_z_range[0] <= z && z <= p.healthy_z_range[1];
                 let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
-                let mut costs = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                let mut costs = ctrl;
+                info.insert("reward_forward", x_vel);
+                info.insert("reward_ctrl", -ctrl);
+                info.insert("reward_survive", healthy_reward);
+                info.insert("x_position", after[0]);
+                info.insert("y_position", after[1]);
+                info.insert("distance_from_origin", numpy_norm2(after));
+                info.insert("x_velocity", x_vel);
+                info.insert("y_velocity", y_vel);
+                info.insert("forward_reward", x_vel);
                 if p.use_contact_forces {
-                    let sq: f64 = self.contact_forces(p.contact_force_range).map(|v| v * v).sum();
-                    costs += p.contact_cost_weight * sq;
+                    let contact = self.contact_cost(p.contact_cost_weight, p.contact_force_range);
+                    costs += contact;
+                    // gymnasium's Ant-v4 overwrites `reward_ctrl` with the contact cost
+                    info.insert("reward_ctrl", -contact);
                 }
                 self.torso_xy = after;
                 (x_vel + healthy_reward - costs, p.terminate_when_unhealthy && !healthy)
             }
         };
         let truncated = self.clock.tick(terminated, self.task.max_steps());
-        Ok(Step::new(self.observe(), reward as f32, terminated, truncated))
+        Ok(Step::new(self.observe(), reward as f32, terminated, truncated).with_info(info))
     }
 }
 

@@ -1,7 +1,7 @@
 //! A batch of environments stepped together.
 
 use ndarray::{Array1, Array2, ArrayView2};
-use rl_core::{derive_seed, rng_from_seed, Env, SeededRng, Space, SpaceKind};
+use rl_core::{derive_seed, rng_from_seed, Env, Info, SeededRng, Space, SpaceKind};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EnvError, Result};
@@ -22,6 +22,12 @@ pub struct VecStep {
     /// For each environment whose episode ended at this step, its last observation (what a
     /// learner bootstraps from after a truncation).
     pub final_obs: Vec<Option<Array1<f32>>>,
+    /// Each environment's step [`Info`]; for an environment that was just reset, its reset
+    /// info (empty: `reset` returns none), the step's info being in [`VecStep::final_info`]
+    /// (gymnasium's same-step auto-reset). Empty infos allocate nothing.
+    pub infos: Vec<Info>,
+    /// For each environment whose episode ended at this step, the info of that last step.
+    pub final_info: Vec<Option<Info>>,
 }
 
 /// The state of a [`VecEnv`].
@@ -159,6 +165,8 @@ impl<E: Env> VecEnv<E> {
         let mut terminated = vec![false; n];
         let mut truncated = vec![false; n];
         let mut final_obs = vec![None; n];
+        let mut infos = Vec::with_capacity(n);
+        let mut final_info = vec![None; n];
         for (i, ((env, rng), a)) in self.envs.iter_mut().zip(&mut self.rngs).zip(actions.rows()).enumerate() {
             let step = env.step(a).map_err(|source| EnvError::InBatch { index: i, source })?;
             rewards[i] = step.reward;
@@ -168,11 +176,14 @@ impl<E: Env> VecEnv<E> {
                 let o = env.reset(rng).map_err(|source| EnvError::InBatch { index: i, source })?;
                 obs.row_mut(i).assign(&o);
                 final_obs[i] = Some(step.obs);
+                final_info[i] = Some(step.info);
+                infos.push(Info::new());
             } else {
                 obs.row_mut(i).assign(&step.obs);
+                infos.push(step.info);
             }
         }
-        Ok(VecStep { obs, rewards, terminated, truncated, final_obs })
+        Ok(VecStep { obs, rewards, terminated, truncated, final_obs, infos, final_info })
     }
 }
 

@@ -52,3 +52,36 @@ pub fn to_f64(x: &ndarray::Array1<f32>) -> Vec<f64> {
 pub fn action(a: &[f64]) -> ndarray::Array1<f32> {
     a.iter().map(|&v| v as f32).collect()
 }
+
+/// Checks a step's [`rl_core::Info`] against the reference's info dict (recorded by
+/// `finfo` in `scripts/golden_rl_envs.py`): the same keys, flags equal,
+/// numbers within `tol` (relative to `max(1, |want|)`; 0 = bit-identical). Returns the
+/// largest error seen.
+pub fn assert_info(what: &str, got: &rl_core::Info, want: &serde_json::Value, tol: f64) -> f64 {
+    use rl_core::InfoValue;
+    let want = want.as_object().unwrap_or_else(|| panic!("{what}: info is not an object"));
+    // serde_json's map sorts the keys, so the order is not compared here
+    let mut got_keys: Vec<&str> = got.iter().map(|(k, _)| k).collect();
+    got_keys.sort_unstable();
+    let want_keys: Vec<&str> = want.keys().map(String::as_str).collect();
+    assert_eq!(got_keys, want_keys, "{what}: info keys");
+    let mut worst = 0.0f64;
+    for (k, v) in got.iter() {
+        let w = &want[k];
+        match v {
+            InfoValue::Bool(b) => assert_eq!(Some(*b), w.as_bool(), "{what}: info[{k}]"),
+            InfoValue::Float(x) => {
+                let w = w.as_f64().unwrap_or_else(|| panic!("{what}: info[{k}] = {w} is not a number"));
+                assert_close(&format!("{what} info[{k}]"), &[*x], &[w], tol);
+                worst = worst.max(max_rel_err(&[*x], &[w]));
+            }
+            InfoValue::Int(i) => assert_eq!(Some(*i), w.as_i64(), "{what}: info[{k}]"),
+            InfoValue::Array(a) => {
+                let w: Vec<f64> = w.as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+                assert_close(&format!("{what} info[{k}]"), a, &w, tol);
+                worst = worst.max(max_rel_err(a, &w));
+            }
+        }
+    }
+    worst
+}
