@@ -7,7 +7,6 @@
 //! D4RL's) the locomotion references still give a "D4RL-normalised" score, which compares our
 //! algorithms with each other on the same data, not with published D4RL tables.
 
-use crate::data::DatasetInfo;
 use crate::error::{OfflineError, Result};
 
 /// `(family, REF_MIN_SCORE, REF_MAX_SCORE)` of `d4rl/infos.py`. Locomotion references are
@@ -103,33 +102,6 @@ pub fn d4rl_score(name: &str, ret: f64) -> Result<f64> {
     normalize(ret, lo, hi)
 }
 
-/// The references a dataset is scored with: D4RL's for `info.score_env` when it has one, else
-/// `info.ref_min` / `info.ref_max` (our Pendulum and point-maze data, Minari metadata).
-///
-/// # Errors
-/// [`OfflineError::UnknownId`] when neither is available.
-pub fn references(info: &DatasetInfo) -> Result<(f64, f64)> {
-    if let Some(r) = d4rl_reference(&info.score_env) {
-        return Ok(r);
-    }
-    match (info.ref_min, info.ref_max) {
-        (Some(lo), Some(hi)) => Ok((lo, hi)),
-        _ => Err(OfflineError::UnknownId {
-            what: "score references (no D4RL family and no ref_min/ref_max) for dataset".into(),
-            id: info.name.clone(),
-        }),
-    }
-}
-
-/// The normalised score of `ret` for a dataset (see [`references`]).
-///
-/// # Errors
-/// As [`references`] and [`normalize`].
-pub fn dataset_score(info: &DatasetInfo, ret: f64) -> Result<f64> {
-    let (lo, hi) = references(info)?;
-    normalize(ret, lo, hi)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,16 +134,5 @@ mod tests {
         assert!(matches!(d4rl_score("cartpole", 1.0), Err(OfflineError::UnknownId { .. })));
         assert!(d4rl_score("hopper", f64::NAN).is_err());
         assert!(normalize(1.0, 2.0, 2.0).is_err());
-    }
-
-    #[test]
-    fn dataset_references_fall_back_to_info() {
-        let mut info = DatasetInfo { name: "pendulum-medium".into(), ..Default::default() };
-        assert!(references(&info).is_err());
-        info.ref_min = Some(-1200.0);
-        info.ref_max = Some(-150.0);
-        assert!((dataset_score(&info, -675.0).unwrap() - 50.0).abs() < 1e-9);
-        info.score_env = "hopper".into();
-        assert_eq!(references(&info).unwrap(), (-20.272305, 3234.3));
     }
 }

@@ -13,7 +13,6 @@ use serde::{Deserialize, Serialize};
 use crate::algo::{NormalizedPolicy, OfflineAlgorithm};
 use crate::data::{Dataset, DatasetInfo, RewardTransform, StateNorm};
 use crate::error::{check, OfflineError, Result};
-use crate::score;
 
 /// How a dataset is prepared for training.
 ///
@@ -140,7 +139,7 @@ impl OfflineData {
 
     /// The normalised score of an undiscounted return, if the dataset has references.
     pub fn score(&self, ret: f64) -> Option<f64> {
-        score::dataset_score(&self.info, ret).ok()
+        self.info.normalized_score(ret).ok()
     }
 }
 

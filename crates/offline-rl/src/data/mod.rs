@@ -73,6 +73,37 @@ pub struct DatasetInfo {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
+impl DatasetInfo {
+    /// The references this dataset is scored with: D4RL's for `score_env` when it has one
+    /// ([`crate::score::d4rl_reference`]), else `ref_min` / `ref_max` (our Pendulum and
+    /// point-maze data, Minari metadata).
+    ///
+    /// # Errors
+    /// [`OfflineError::UnknownId`] when neither is available.
+    pub fn score_references(&self) -> Result<(f64, f64)> {
+        if let Some(r) = crate::score::d4rl_reference(&self.score_env) {
+            return Ok(r);
+        }
+        match (self.ref_min, self.ref_max) {
+            (Some(lo), Some(hi)) => Ok((lo, hi)),
+            _ => Err(OfflineError::UnknownId {
+                what: "score references (no D4RL family and no ref_min/ref_max) for dataset".into(),
+                id: self.name.clone(),
+            }),
+        }
+    }
+
+    /// The normalised score `100 · (ret − lo) / (hi − lo)` of the undiscounted return `ret`
+    /// with this dataset's references (see [`DatasetInfo::score_references`]).
+    ///
+    /// # Errors
+    /// As [`DatasetInfo::score_references`] and [`crate::score::normalize`].
+    pub fn normalized_score(&self, ret: f64) -> Result<f64> {
+        let (lo, hi) = self.score_references()?;
+        crate::score::normalize(ret, lo, hi)
+    }
+}
+
 /// Transitions with D4RL's flag semantics plus a description.
 ///
 /// Row `i` is `(obs, action, reward, next_obs, terminal, timeout)`: `terminal = 1` where the
@@ -480,6 +511,17 @@ pub(crate) fn check_column_finite(key: &str, values: &[f32], width: usize) -> Re
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+
+    #[test]
+    fn dataset_references_fall_back_to_info() {
+        let mut info = DatasetInfo { name: "pendulum-medium".into(), ..Default::default() };
+        assert!(info.score_references().is_err());
+        info.ref_min = Some(-1200.0);
+        info.ref_max = Some(-150.0);
+        assert!((info.normalized_score(-675.0).unwrap() - 50.0).abs() < 1e-9);
+        info.score_env = "hopper".into();
+        assert_eq!(info.score_references().unwrap(), (-20.272305, 3234.3));
+    }
     use ndarray::array;
 
     /// Two episodes: rows 0-2 (timeout at 2), rows 3-4 (terminal at 4), chained.
