@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One update of the official TD3+BC, DMG and SCAS code, for offline-rl's step tests.
+"""Updates of the official TD3+BC, DMG and SCAS code, for offline-rl's step tests.
 
 Writes crates/offline-rl/tests/fixtures/reference_steps.json, read by
 crates/offline-rl/tests/reference_steps.rs.
@@ -21,6 +21,10 @@ What this script does around the official code (their files are imported unchang
   perturbation) return stored standard normal tensors during the update;
 - records every loss passed to `Tensor.backward` during the update, in order;
 - sets `policy_freq = 1` so the one call is a critic, an actor and a target update;
+- `*_delayed` cases: several calls with the default `policy_freq = 2` (critic every call; actor,
+  targets and, for DMG and SCAS, the cosine step of the actor rate every second call), a new
+  batch and new noise each call; the cosine schedule is `CosineAnnealingLR(T_MAX_SHORT)` instead
+  of the code's `1e6 / policy_freq`, so a few updates move the rate (our `cosine_steps`);
 - exports the weights before and after in our checkpoint names: `actor.{i}.weight` `[out, in]`,
   `critic.{i}.weight` `[members, in, out]` and `critic.{i}.bias` `[members, 1, out]` (our
   fused ensemble), `value.*`, `dynamics.*` like the actor.
@@ -31,11 +35,15 @@ import json
 import sys
 
 import torch
+from torch.optim.lr_scheduler import CosineAnnealingLR
 
 HIDDEN = 8
 OBS, ACT, B = 3, 2, 8
 MAX_ACTION = 2.0
 SEED = 0
+#: calls of the delayed cases and the cosine period they use (actor updates)
+CALLS = 8
+T_MAX_SHORT = 3
 
 
 def shrink_linear(module):
@@ -82,12 +90,17 @@ def actor_layers(a):
 
 
 class Buffer:
+    """Returns `batch` at every call, or the batches of a list in turn."""
+
     def __init__(self, batch):
+        self.batches = batch if isinstance(batch, list) else None
         self.batch = batch
 
     def sample(self, batch_size):
         assert batch_size == B
-        return self.batch
+        if self.batches is None:
+            return self.batch
+        return self.batches.pop(0)
 
 
 def make_batch(g):
@@ -102,8 +115,12 @@ def make_batch(g):
 
 
 def run_step(call, eps, state_noise):
-    """Runs call() with the noise injected; returns the losses backpropagated, in order."""
+    """Runs call() with the noise injected; returns the losses backpropagated, in order.
+
+    `eps` / `state_noise` are one tensor returned at every draw, or a list consumed in order."""
     losses = []
+    eps_list = list(eps) if isinstance(eps, list) else None
+    noise_list = list(state_noise) if isinstance(state_noise, list) else None
     orig_backward = torch.Tensor.backward
     orig_randn_like, orig_randn = torch.randn_like, torch.randn
 
@@ -112,19 +129,22 @@ def run_step(call, eps, state_noise):
         return orig_backward(self, *a, **k)
 
     def randn_like(t, *a, **k):
-        assert tuple(t.shape) == tuple(eps.shape), (t.shape, eps.shape)
-        return eps.clone()
+        e = eps_list.pop(0) if eps_list is not None else eps
+        assert tuple(t.shape) == tuple(e.shape), (t.shape, e.shape)
+        return e.clone()
 
     def randn(*size, **k):
         shape = tuple(size[0]) if len(size) == 1 and not isinstance(size[0], int) else tuple(size)
-        assert state_noise is not None and shape == tuple(state_noise.shape), (shape,)
-        return state_noise.clone()
+        n = noise_list.pop(0) if noise_list is not None else state_noise
+        assert n is not None and shape == tuple(n.shape), (shape,)
+        return n.clone()
 
     torch.Tensor.backward, torch.randn_like, torch.randn = backward, randn_like, randn
     try:
         call()
     finally:
         torch.Tensor.backward, torch.randn_like, torch.randn = orig_backward, orig_randn_like, orig_randn
+    assert not eps_list and not noise_list, "injected noise left over"
     return losses
 
 
@@ -237,6 +257,69 @@ def scas_dynamics(path, g):
             "before": before, "after": nets(), "loss": float(loss.item())}
 
 
+def delayed(name, path, g):
+    """CALLS calls with policy_freq = 2 (and, for DMG and SCAS, CosineAnnealingLR(T_MAX_SHORT)):
+    batches, smoothing noise and state noise are new at every call."""
+    sys.path.insert(0, path)
+    if name == "td3bc":
+        import TD3_BC as mod
+    elif name == "dmg":
+        import DMG as mod
+    else:
+        import SCAS as mod
+        import model as model_mod
+    sys.path.pop(0)
+    orig = shrink_linear(mod)
+    if name == "scas":
+        shrink_linear(model_mod)
+    batches = [make_batch(g) for _ in range(CALLS)]
+    torch.manual_seed(SEED + 10)
+    buf = Buffer(list(batches))
+    if name == "td3bc":
+        algo = mod.TD3_BC(OBS, ACT, MAX_ACTION, policy_noise=0.2 * MAX_ACTION, noise_clip=0.5 * MAX_ACTION)
+        members, call = 2, lambda: algo.train(buf, batch_size=B)
+    elif name == "dmg":
+        algo = mod.DMG(OBS, ACT, MAX_ACTION, buf, antmaze=False, expectile=0.7, temp=3.0, lam=0.25, nu=0.5)
+        members, call = 2, lambda: algo.train_offline(batch_size=B, writer=None)
+    else:
+        algo = mod.SCAS(OBS, ACT, MAX_ACTION, buf, model_mod.Dynamics(OBS, ACT), antmaze=False)
+        members, call = 4, lambda: algo.train(batch_size=B, writer=None)
+    mod.nn.Linear = orig
+    if name == "scas":
+        model_mod.nn.Linear = orig
+    assert algo.policy_freq == 2
+    if name != "td3bc":
+        algo.actor_lr_schedule = CosineAnnealingLR(algo.actor_optimizer, T_MAX_SHORT)
+
+    def nets():
+        out = {**mlp("actor", actor_layers(algo.actor)), **mlp("actor_target", actor_layers(algo.actor_target)),
+               **ensemble("critic", critic_members(algo.critic, members)),
+               **ensemble("critic_target", critic_members(algo.critic_target, members))}
+        if name == "dmg":
+            v = algo.value_critic
+            out.update(mlp("value", [v.l1, v.l2, v.l3]))
+        if name == "scas":
+            d = algo.dynamics
+            out.update(mlp("dynamics", [d.l1, d.l2, d.l3, d.l4, d.l5]))
+        return out
+
+    eps = [torch.randn(B, ACT, generator=g) for _ in range(CALLS)]
+    state_noise = [torch.randn(B, OBS, generator=g) for _ in range(CALLS // 2)] if name == "scas" else None
+    before = nets()
+    losses, lrs = [], []
+    for i in range(CALLS):
+        sn = [state_noise[i // 2]] if (name == "scas" and i % 2 == 1) else None
+        losses.append(run_step(call, [eps[i]], sn))
+        lrs.append(algo.actor_optimizer.param_groups[0]["lr"])
+    out = {"source": f"{name} official update, policy_freq 2, {CALLS} calls", "calls": CALLS,
+           "cosine_steps": T_MAX_SHORT if name != "td3bc" else 0,
+           "batches": [batch_json(b) for b in batches], "eps": [flat(e) for e in eps],
+           "before": before, "after": nets(), "losses": losses, "actor_lr_after": lrs}
+    if state_noise is not None:
+        out["state_noise"] = [flat(n) for n in state_noise]
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--td3bc", required=True, help="extracted sfujim/TD3_BC")
@@ -249,7 +332,10 @@ def main():
     out = {"torch": torch.__version__, "obs_dim": OBS, "act_dim": ACT, "hidden": HIDDEN, "batch": B,
            "max_action": MAX_ACTION,
            "td3bc": td3bc(args.td3bc, g), "dmg": dmg(args.dmg, g), "scas": scas(args.scas, g),
-           "scas_dynamics": scas_dynamics(args.scas, g)}
+           "scas_dynamics": scas_dynamics(args.scas, g),
+           # drawn after every single-step case, so those stay as they were
+           "td3bc_delayed": delayed("td3bc", args.td3bc, g), "dmg_delayed": delayed("dmg", args.dmg, g),
+           "scas_delayed": delayed("scas", args.scas, g)}
     with open(args.out, "w") as f:
         json.dump(out, f, separators=(",", ":"))
         f.write("\n")

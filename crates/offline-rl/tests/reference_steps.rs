@@ -235,3 +235,90 @@ fn scas_dynamics_pretraining_step_matches_official_code() {
     assert!(moved > 100.0 * TOL, "the reference step moved nothing ({moved})");
     eprintln!("scas dynamics: loss error {:.2e}, max abs weight error {err:.2e}", (got - want).abs());
 }
+
+/// The `*_delayed` cases: eight calls of the official update with its default `policy_freq = 2`
+/// (the actor, the targets and, for DMG and SCAS, the cosine step of the actor rate every second
+/// call; the schedule shortened to `CosineAnnealingLR(3)`, our `cosine_steps(3)`), a new batch
+/// and new noise at every call. Every call's losses and the final weights must agree.
+fn delayed(name: &str, algo: &mut dyn FnMut(&Batch, &Tensor, Option<&Tensor>) -> UpdateMetrics, r: &Value) -> f64 {
+    let calls = r["calls"].as_u64().unwrap() as usize;
+    let batches: Vec<Batch> = r["batches"].as_array().unwrap().iter().map(batch).collect();
+    let eps: Vec<Tensor> = r["eps"].as_array().unwrap().iter().map(tensor).collect();
+    let noise: Option<Vec<Tensor>> = r.get("state_noise").map(|v| v.as_array().unwrap().iter().map(tensor).collect());
+    let mut loss_err: f64 = 0.0;
+    for i in 0..calls {
+        let actor_call = i % 2 == 1;
+        let sn = noise.as_ref().filter(|_| actor_call).map(|n| &n[i / 2]);
+        let m = algo(&batches[i], &eps[i], sn).to_metrics().unwrap();
+        let want: Vec<f64> = r["losses"][i].as_array().unwrap().iter().map(|x| x.as_f64().unwrap()).collect();
+        // the reference backpropagates, in order: [value (DMG)], critic, [actor on actor calls]
+        let mut names: Vec<&str> = if name == "dmg" { vec!["loss/value", "loss/critic"] } else { vec!["loss/critic"] };
+        if actor_call {
+            names.push("loss/actor");
+        } else {
+            assert!(m.get("loss/actor").is_none(), "{name} call {i}: an actor update on a critic-only call");
+        }
+        assert_eq!(names.len(), want.len(), "{name} call {i}: losses");
+        for (k, w) in names.iter().zip(&want) {
+            let got = m.get(k).unwrap_or_else(|| panic!("{name} call {i}: no metric {k}"));
+            let err = (got - w).abs() / w.abs().max(1.0);
+            assert!(err < 1e-5, "{name} call {i} {k}: ours {got}, reference {w}");
+            loss_err = loss_err.max(err);
+        }
+    }
+    loss_err
+}
+
+fn compare_weights(name: &str, ours: Vec<(String, Tensor)>, r: &Value) -> f64 {
+    let after = tensors(&r["after"]);
+    let before = tensors(&r["before"]);
+    let ours: BTreeMap<String, Tensor> = ours.into_iter().collect();
+    assert_eq!(ours.keys().collect::<Vec<_>>(), after.keys().collect::<Vec<_>>(), "{name}: tensor names");
+    let (mut err, mut moved): (f64, f64) = (0.0, 0.0);
+    for (k, t) in &after {
+        let e = max_abs(&ours[k], t);
+        // eight Adam steps: errors compound a little beyond one step's
+        assert!(e < 4.0 * TOL, "{name} {k}: max abs error {e}");
+        err = err.max(e);
+        moved = moved.max(max_abs(&before[k], t));
+    }
+    assert!(moved > 100.0 * TOL, "{name}: the reference moved nothing ({moved})");
+    err
+}
+
+#[test]
+fn delayed_actor_updates_match_official_code() {
+    let f = fixture();
+    let (obs, act, h) = spaces(&f);
+
+    let r = &f["td3bc_delayed"];
+    let p = Td3BcParams::default().hidden([h, h]).check().unwrap();
+    let mut a = Td3Bc::new(p, &obs, &act, Device::Cpu, 0).unwrap();
+    a.set_weights(&tensors(&r["before"])).unwrap();
+    let l = delayed("td3bc", &mut |b, e, _| a.update_with_noise(b, e).unwrap(), r);
+    let w = compare_weights("td3bc", a.weights(), r);
+    eprintln!("td3bc delayed: max rel loss error {l:.2e}, max abs weight error {w:.2e}");
+
+    let r = &f["dmg_delayed"];
+    let steps = r["cosine_steps"].as_u64().unwrap();
+    let p = DmgParams::code_defaults().hidden([h, h]).cosine_steps(steps).check().unwrap();
+    let mut d = Dmg::new(p, &obs, &act, Device::Cpu, 0).unwrap();
+    d.set_weights(&tensors(&r["before"])).unwrap();
+    let l = delayed("dmg", &mut |b, e, _| d.update_with_noise(b, e).unwrap(), r);
+    let w = compare_weights("dmg", d.weights(), r);
+    eprintln!("dmg delayed + cosine: max rel loss error {l:.2e}, max abs weight error {w:.2e}");
+
+    let r = &f["scas_delayed"];
+    let p = ScasParams::default()
+        .hidden([h, h])
+        .cosine_steps(r["cosine_steps"].as_u64().unwrap())
+        .dynamics(DynamicsParams::default().net(MlpConfig::new([h, h, h, h])))
+        .check()
+        .unwrap();
+    let mut s = Scas::new(p, &obs, &act, Device::Cpu, 0).unwrap();
+    s.set_weights(&tensors(&r["before"])).unwrap();
+    s.freeze_dynamics();
+    let l = delayed("scas", &mut |b, e, n| s.update_with_noise(b, e, n).unwrap(), r);
+    let w = compare_weights("scas", s.weights(), r);
+    eprintln!("scas delayed + cosine: max rel loss error {l:.2e}, max abs weight error {w:.2e}");
+}

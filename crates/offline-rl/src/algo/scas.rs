@@ -246,9 +246,10 @@ impl Params for ScasParams {
 ///   L(π)   = (1 − λ) L_maxq + λ L_sr; cosine step of the actor rate; Polyak targets
 /// ```
 ///
-/// The dynamics model is trained by [`OfflineAlgorithm::prepare`] (or loaded with a checkpoint)
-/// and never enters an optimiser afterwards: its variables are frozen, gradients reach the
-/// action input only.
+/// The dynamics model is trained by [`OfflineAlgorithm::prepare`], by the caller's own batches
+/// through [`Scas::pretrain_dynamics`] (resumable: its Adam state is checkpointed) followed by
+/// [`Scas::freeze_dynamics`], or loaded with a checkpoint, and never enters an optimiser
+/// afterwards: its variables are frozen, gradients reach the action input only.
 #[derive(Debug)]
 pub struct Scas {
     params: Valid<ScasParams>,
