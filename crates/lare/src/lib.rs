@@ -64,7 +64,9 @@ pub mod redistribute;
 pub mod script;
 pub mod train;
 
-pub use credit::{AgentCreditDecoder, CreditParams, MultiEpisode, MultiEpisodeBuffer, TeamTarget};
+pub use credit::{
+    AgentCreditDecoder, AgentTypes, CreditDraw, CreditLoss, CreditParams, MultiEpisode, MultiEpisodeBuffer, TeamTarget,
+};
 pub use decoder::{DecoderParams, DecompositionLoss, RewardDecoder};
 pub use encoder::{Field, LatentEncoder, Layout, NativeEncoder, RawEncoder, RawFeatures, StateSource};
 pub use episode::{Episode, EpisodeBuffer, EpisodeBuilder, StepBatch, StoredEpisode};
