@@ -432,15 +432,16 @@ impl TickAuction {
     }
 
     /// Re-runs the auction of the impressions in `changed` after their bids changed (the budget
-    /// drop loop); all other impressions keep their outcome, and the re-run impressions redraw
-    /// the same random numbers.
-    pub(crate) fn rerun(
+    /// drop loop); all other impressions keep their outcome. With a [`SeededDraws`] of the same
+    /// seed as the last run, the re-run impressions redraw the same random numbers. Shapes are
+    /// those of the last [`TickAuction::run_with`] (the simulator's own buffers).
+    pub(crate) fn rerun_with<D: DrawSource>(
         &mut self,
         params: &AuctionParams,
         traffic: &crate::TickTraffic,
         bids: &[f32],
         bounds: &[ValueBounds],
-        noise_seed: u64,
+        draws: &mut D,
         changed: &[usize],
     ) {
         let (n, n_a, r) = (self.num_pv, self.num_advertisers, self.slots + 1);
@@ -455,7 +456,7 @@ impl TickAuction {
                     insert_top(tb, ta, b, a as u32);
                 }
             }
-            self.resolve(params, traffic, bounds, &mut SeededDraws::new(noise_seed), i);
+            self.resolve(params, traffic, bounds, draws, i);
         }
     }
 

@@ -85,6 +85,15 @@ pub enum AigbError {
         /// Rounds run.
         rounds: usize,
     },
+    /// A recorded stream (auction draws, drop choices) does not fit the period being replayed:
+    /// it ran out, has calls or choices left over, or disagrees with what the replay needs.
+    #[error("replay mismatch in {what}: {reason}")]
+    Replay {
+        /// Which stream and where (tick, call or drop round, advertiser, slot).
+        what: String,
+        /// What the replay needed and what the recording holds.
+        reason: String,
+    },
     /// A dataset or checkpoint file is malformed; nothing was loaded.
     #[error("corrupt file {path}: {reason}")]
     Corrupt {

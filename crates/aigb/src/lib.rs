@@ -98,7 +98,8 @@ pub use market::{
 };
 pub use policy::{MlpPolicy, PolicyBidder, StateNorm};
 pub use sim::{
-    auctionnet_advertisers, score, Advertiser, AdvertiserResult, CompatParams, Observer, PeriodResult, SimParams,
-    Simulator, AUCTIONNET_BUDGETS, AUCTIONNET_CPAS, MAX_ADVERTISERS, MAX_CATEGORY, SCORE_BETA,
+    auctionnet_advertisers, score, Advertiser, AdvertiserResult, CompatParams, DropChoice, DropSource, Observer,
+    PeriodDraws, PeriodResult, RecordedDrop, RecordedDrops, RecordedPeriodDraws, SeededDrops, SeededPeriodDraws,
+    SimParams, Simulator, AUCTIONNET_BUDGETS, AUCTIONNET_CPAS, MAX_ADVERTISERS, MAX_CATEGORY, SCORE_BETA,
 };
 pub use traffic::{PeriodTraffic, TickTraffic, TrafficParams, AUCTIONNET_TICK_WEIGHTS, MAX_TICK_PV};

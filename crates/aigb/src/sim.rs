@@ -10,13 +10,23 @@
 //! 4. costs are charged, every bidder sees its [`TickRecord`].
 //!
 //! The score of a period is `conversions · min(1, (CPA / realised CPA)^β)`, β = 2 ([`score`]).
+//!
+//! A period's randomness comes from two sources: a [`PeriodDraws`] (the exposure and conversion
+//! draws of every auction call) and a [`DropSource`] (which impressions the drop loop takes
+//! from an overspending advertiser). [`Simulator::run_period`] uses the seeded ones
+//! ([`SeededPeriodDraws`], [`SeededDrops`]); [`Simulator::run_period_with`] takes any, and
+//! [`Simulator::replay_period`] also takes the impressions, so a logged period (e.g. one of
+//! AuctionNet's, [`RecordedPeriodDraws`] and [`RecordedDrops`]) replays tick by tick.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rand::Rng;
 use serde::{Deserialize, Serialize};
 
-use crate::auction::{AdvertiserTick, AuctionParams, TickAuction, ValueBounds, ValueNoise, NO_WINNER};
+use crate::auction::{
+    AdvertiserTick, AuctionParams, DrawSource, RecordedDraws, SeededDraws, TickAuction, ValueBounds, ValueNoise,
+    NO_WINNER,
+};
 use crate::bidder::{state_features_from_sums, Bidder, PeriodInfo, TickContext, TickRecord, STATE_DIM};
 use crate::error::{check_positive, check_range, AigbError, Result};
 use crate::traffic::{PeriodTraffic, TickTraffic, TrafficParams, MAX_TICK_PV};
@@ -444,7 +454,33 @@ impl Simulator {
             .collect()
     }
 
-    /// Simulates period `period` with `bidders[a]` bidding for advertiser `a`.
+    /// The seeded auction draws of `period` (what [`Simulator::run_period`] uses): tick `t`'s
+    /// noise seed derives from the master seed, the period and `t` (one seed for every call with
+    /// `compat.reseed_noise_each_call`).
+    pub fn seeded_draws(&self, period: u64) -> SeededPeriodDraws {
+        SeededPeriodDraws {
+            base: rl_core::derive_seed_named(self.params.seed, stream::NOISE),
+            period,
+            reseed_each_call: self.params.compat.reseed_noise_each_call,
+            current: SeededDraws::new(0),
+        }
+    }
+
+    /// The seeded drop choices of `period` (what [`Simulator::run_period`] uses): a partial
+    /// Fisher–Yates on one generator per tick (re-seeded for every choice with
+    /// `compat.reseed_drop_choice`).
+    pub fn seeded_drops(&self, period: u64) -> SeededDrops {
+        let drop = rl_core::derive_seed_named(self.params.seed, stream::DROP);
+        SeededDrops {
+            base: rl_core::derive_seed(drop, period),
+            reseed: self.params.compat.reseed_drop_choice.then_some(drop),
+            rng: None,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Simulates period `period` with `bidders[a]` bidding for advertiser `a`, on the seeded
+    /// draws and drop choices ([`Simulator::seeded_draws`], [`Simulator::seeded_drops`]).
     ///
     /// # Errors
     /// [`AigbError::Shape`] when the number of bidders differs from the advertisers;
@@ -455,7 +491,86 @@ impl Simulator {
         &self,
         period: u64,
         bidders: &mut [Box<dyn Bidder>],
+        observer: Option<&mut dyn Observer>,
+    ) -> Result<PeriodResult> {
+        let (mut draws, mut drops) = (self.seeded_draws(period), self.seeded_drops(period));
+        self.run_period_with(period, bidders, observer, &mut draws, &mut drops)
+    }
+
+    /// [`Simulator::run_period`] with the auction draws from `draws` and the drop choices from
+    /// `drops` (the seeded sources give exactly [`Simulator::run_period`]).
+    ///
+    /// # Errors
+    /// As [`Simulator::run_period`], and the sources' errors ([`AigbError::Replay`] for a
+    /// recording that does not fit the period, [`AigbError::Shape`] for draws of another shape);
+    /// [`AigbError::Replay`] when `drops` returns a choice that is not `n_drop` distinct
+    /// impressions the advertiser won in that slot.
+    pub fn run_period_with<D: PeriodDraws, S: DropSource>(
+        &self,
+        period: u64,
+        bidders: &mut [Box<dyn Bidder>],
+        observer: Option<&mut dyn Observer>,
+        draws: &mut D,
+        drops: &mut S,
+    ) -> Result<PeriodResult> {
+        let traffic = self.traffic(period)?;
+        self.run_ticks(period, &Ticks::Generated(&traffic), bidders, observer, draws, drops)
+    }
+
+    /// Replays a period on given impressions: `traffic[t]` is tick `t` (the number of ticks is
+    /// `traffic.len()`, not `traffic.tick_weights`), the draws and drop choices come from
+    /// `draws` and `drops`. The value-noise bounds are [`Simulator::value_bounds`] of `period`
+    /// (they matter only to draws that use them; recorded conversions do not).
+    ///
+    /// # Errors
+    /// [`AigbError::Empty`] without ticks; [`AigbError::Shape`] when a tick's advertisers differ
+    /// from the market's or its arrays from `num_pv × advertisers`; the impressions' own checks
+    /// ([`TickTraffic::from_values`]); otherwise as [`Simulator::run_period_with`].
+    pub fn replay_period<D: PeriodDraws, S: DropSource>(
+        &self,
+        period: u64,
+        traffic: &[TickTraffic],
+        bidders: &mut [Box<dyn Bidder>],
+        observer: Option<&mut dyn Observer>,
+        draws: &mut D,
+        drops: &mut S,
+    ) -> Result<PeriodResult> {
+        if traffic.is_empty() {
+            return Err(AigbError::Empty { what: "ticks of the replayed period".into() });
+        }
+        let n_a = self.advertisers.len();
+        for (t, tt) in traffic.iter().enumerate() {
+            if tt.num_advertisers != n_a {
+                return Err(AigbError::Shape {
+                    what: format!("advertisers of replayed tick {t}"),
+                    expected: n_a.to_string(),
+                    got: tt.num_advertisers.to_string(),
+                });
+            }
+            let cells = tt.num_pv.checked_mul(n_a);
+            if cells != Some(tt.pvalues.len()) || cells != Some(tt.sigmas.len()) {
+                return Err(AigbError::Shape {
+                    what: format!("pvalues/sigmas of replayed tick {t}"),
+                    expected: format!("{} × {n_a}", tt.num_pv),
+                    got: format!("{} / {}", tt.pvalues.len(), tt.sigmas.len()),
+                });
+            }
+            if tt.num_pv > 0 {
+                TickTraffic::from_values(t, tt.num_pv, tt.pvalues.clone(), tt.sigmas.clone())?;
+            }
+        }
+        self.run_ticks(period, &Ticks::Given(traffic), bidders, observer, draws, drops)
+    }
+
+    /// The period loop shared by [`Simulator::run_period_with`] and [`Simulator::replay_period`].
+    fn run_ticks<D: PeriodDraws, S: DropSource>(
+        &self,
+        period: u64,
+        traffic: &Ticks<'_>,
+        bidders: &mut [Box<dyn Bidder>],
         mut observer: Option<&mut dyn Observer>,
+        draws: &mut D,
+        drops: &mut S,
     ) -> Result<PeriodResult> {
         let n_a = self.advertisers.len();
         if bidders.len() != n_a {
@@ -466,10 +581,12 @@ impl Simulator {
             });
         }
         let p = &*self.params;
-        let num_ticks = p.num_ticks();
+        let num_ticks = traffic.len();
         let k = p.auction.slots();
-        let traffic = self.traffic(period)?;
         let bounds = self.value_bounds(period);
+        draws.begin_period(num_ticks)?;
+        drops.begin_period(num_ticks)?;
+        let same_draws = draws.same_draws_every_call();
         let infos: Vec<PeriodInfo> = self
             .advertisers
             .iter()
@@ -497,10 +614,9 @@ impl Simulator {
         let mut over = vec![0.0f64; n_a];
         let mut changed: Vec<usize> = Vec::new();
         let mut won: Vec<usize> = Vec::new();
+        let mut dropped: Vec<usize> = Vec::new();
+        let mut marked: Vec<bool> = Vec::new();
         let mut drop_rounds = 0usize;
-        let noise_base = rl_core::derive_seed_named(p.seed, stream::NOISE);
-        let drop_base = rl_core::derive_seed(rl_core::derive_seed_named(p.seed, stream::DROP), period);
-        let drop_reseed = rl_core::derive_seed_named(p.seed, stream::DROP);
         for t in 0..num_ticks {
             traffic.fill_tick(t, &mut tt)?;
             let n = tt.num_pv;
@@ -537,16 +653,14 @@ impl Simulator {
                 check_bids(out, a, &names[a], t, p.compat.clip_negative_bids)?;
             }
             let lwc_sum;
+            let mut calls = 0usize;
+            let mut rounds = 0usize;
             if n > 0 {
-                let noise_seed = if p.compat.reseed_noise_each_call {
-                    noise_base
-                } else {
-                    rl_core::derive_seed(rl_core::derive_seed(noise_base, period), t as u64)
-                };
-                auction.run(&p.auction, &tt, &bids, &bounds, noise_seed)?;
+                auction.run_with(&p.auction, &tt, &bids, &bounds, draws.draws(t, 0)?)?;
+                calls += 1;
                 auction.totals(&tt, &mut totals);
-                let mut drop_rng = rl_core::rng_from_seed(rl_core::derive_seed(drop_base, t as u64));
-                let mut rounds = 0usize;
+                marked.clear();
+                marked.resize(n, false);
                 loop {
                     let mut any = false;
                     for a in 0..n_a {
@@ -571,15 +685,19 @@ impl Simulator {
                             if n_drop == 0 {
                                 continue;
                             }
-                            if p.compat.reseed_drop_choice {
-                                drop_rng = rl_core::rng_from_seed(drop_reseed);
-                            }
-                            // partial Fisher–Yates: the first n_drop entries become a uniform sample
-                            for j in 0..n_drop {
-                                let r = drop_rng.random_range(j..won.len());
-                                won.swap(j, r);
-                            }
-                            for &i in &won[..n_drop] {
+                            let choice = DropChoice {
+                                tick: t,
+                                round: rounds,
+                                advertiser: a,
+                                slot: s,
+                                won: &won,
+                                n_drop,
+                                over_ratio: over[a],
+                            };
+                            dropped.clear();
+                            drops.choose(&choice, &mut dropped)?;
+                            check_drop_choice(&choice, &dropped, &mut marked)?;
+                            for &i in &dropped {
                                 bids[a * n + i] = 0.0;
                                 changed.push(i);
                             }
@@ -587,7 +705,14 @@ impl Simulator {
                     }
                     changed.sort_unstable();
                     changed.dedup();
-                    auction.rerun(&p.auction, &tt, &bids, &bounds, noise_seed, &changed);
+                    let d = draws.draws(t, rounds)?;
+                    if same_draws {
+                        d.check(n, k, n_a)?;
+                        auction.rerun_with(&p.auction, &tt, &bids, &bounds, d, &changed);
+                    } else {
+                        auction.run_with(&p.auction, &tt, &bids, &bounds, d)?;
+                    }
+                    calls += 1;
                     auction.totals(&tt, &mut totals);
                 }
                 drop_rounds += rounds;
@@ -597,6 +722,8 @@ impl Simulator {
                 totals.resize(n_a, AdvertiserTick::default());
                 lwc_sum = 0.0;
             }
+            draws.end_tick(t, calls)?;
+            drops.end_tick(t, rounds)?;
             for a in 0..n_a {
                 let tot = totals[a];
                 let rec = TickRecord {
@@ -687,6 +814,383 @@ pub(crate) fn scoped_workers<T: Send + Default>(threads: usize, work: &(dyn Fn()
             _ => Ok(handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()),
         }
     })
+}
+
+/// The impressions a period runs on: the generator's or given ones.
+enum Ticks<'a> {
+    Generated(&'a PeriodTraffic),
+    Given(&'a [TickTraffic]),
+}
+
+impl Ticks<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Ticks::Generated(p) => p.counts().len(),
+            Ticks::Given(t) => t.len(),
+        }
+    }
+
+    fn fill_tick(&self, t: usize, out: &mut TickTraffic) -> Result<()> {
+        match self {
+            Ticks::Generated(p) => p.fill_tick(t, out),
+            Ticks::Given(ticks) => {
+                let tick =
+                    ticks.get(t).ok_or_else(|| AigbError::UnknownId { what: "tick".into(), id: t.to_string() })?;
+                out.clone_from(tick);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The auction draws of a whole period: one [`DrawSource`] for every auction call of every
+/// tick. A tick with impressions makes call 0 (every impression), then one call after each
+/// drop round (call `r` follows drop round `r`); a tick without impressions makes none.
+pub trait PeriodDraws {
+    /// The draws of one auction call.
+    type Draws: DrawSource;
+
+    /// Called once before the first tick with the period's number of ticks.
+    ///
+    /// # Errors
+    /// [`AigbError::Replay`] when a recording holds another number of ticks.
+    fn begin_period(&mut self, _num_ticks: usize) -> Result<()> {
+        Ok(())
+    }
+
+    /// The draws of call `call` of tick `tick`.
+    ///
+    /// # Errors
+    /// [`AigbError::Replay`] when a recording has no such call.
+    fn draws(&mut self, tick: usize, call: usize) -> Result<&mut Self::Draws>;
+
+    /// Whether an impression's draws are the same in every call of a tick. Then a drop round
+    /// re-runs only the impressions whose bids changed (the same outcome, less work); otherwise
+    /// every call re-runs every impression with its own draws, as AuctionNet does (its NumPy
+    /// stream, re-seeded at every call, moves when any impression's slots change).
+    fn same_draws_every_call(&self) -> bool;
+
+    /// Called after tick `tick` with the number of auction calls it made.
+    ///
+    /// # Errors
+    /// [`AigbError::Replay`] when a recording holds another number of calls for the tick.
+    fn end_tick(&mut self, _tick: usize, _calls: usize) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The seeded draws of [`Simulator::run_period`] ([`Simulator::seeded_draws`]): every call of
+/// tick `t` uses the counter-based [`SeededDraws`] of one noise seed, so an impression's draws
+/// are the same in every call.
+#[derive(Debug, Clone)]
+pub struct SeededPeriodDraws {
+    base: u64,
+    period: u64,
+    reseed_each_call: bool,
+    current: SeededDraws,
+}
+
+impl SeededPeriodDraws {
+    /// The noise seed of tick `tick`.
+    pub fn noise_seed(&self, tick: usize) -> u64 {
+        if self.reseed_each_call {
+            self.base
+        } else {
+            rl_core::derive_seed(rl_core::derive_seed(self.base, self.period), tick as u64)
+        }
+    }
+}
+
+impl PeriodDraws for SeededPeriodDraws {
+    type Draws = SeededDraws;
+
+    fn draws(&mut self, tick: usize, _call: usize) -> Result<&mut SeededDraws> {
+        self.current = SeededDraws::new(self.noise_seed(tick));
+        Ok(&mut self.current)
+    }
+
+    fn same_draws_every_call(&self) -> bool {
+        true
+    }
+}
+
+/// Recorded draws of a period: `ticks[t][c]` are the draws of call `c` of tick `t` (e.g. every
+/// `simulate_ad_bidding` call of an AuctionNet period, drop rounds included). Every call
+/// re-runs every impression with its own draws.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedPeriodDraws {
+    ticks: Vec<Vec<RecordedDraws>>,
+}
+
+impl RecordedPeriodDraws {
+    /// The draws of every call of every tick (a tick without impressions has no calls).
+    pub fn new(ticks: Vec<Vec<RecordedDraws>>) -> Self {
+        Self { ticks }
+    }
+
+    /// Recorded calls of each tick.
+    pub fn calls(&self) -> Vec<usize> {
+        self.ticks.iter().map(Vec::len).collect()
+    }
+}
+
+impl PeriodDraws for RecordedPeriodDraws {
+    type Draws = RecordedDraws;
+
+    fn begin_period(&mut self, num_ticks: usize) -> Result<()> {
+        if self.ticks.len() != num_ticks {
+            return Err(AigbError::Replay {
+                what: "recorded auction draws".into(),
+                reason: format!("the period has {num_ticks} ticks, the recording {}", self.ticks.len()),
+            });
+        }
+        Ok(())
+    }
+
+    fn draws(&mut self, tick: usize, call: usize) -> Result<&mut RecordedDraws> {
+        let held = self.ticks.get(tick).map_or(0, Vec::len);
+        self.ticks.get_mut(tick).and_then(|c| c.get_mut(call)).ok_or_else(|| AigbError::Replay {
+            what: format!("recorded auction draws of tick {tick}"),
+            reason: format!("the replay needs call {call} (0-based), the recording ran out after {held} calls"),
+        })
+    }
+
+    fn same_draws_every_call(&self) -> bool {
+        false
+    }
+
+    fn end_tick(&mut self, tick: usize, calls: usize) -> Result<()> {
+        let held = self.ticks.get(tick).map_or(0, Vec::len);
+        if held != calls {
+            return Err(AigbError::Replay {
+                what: format!("recorded auction draws of tick {tick}"),
+                reason: format!("the replay made {calls} auction calls, the recording holds {held}"),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// One choice of the drop loop: advertiser `advertiser` overspent in tick `tick`; in drop round
+/// `round` (1 = the first) it loses `n_drop = ⌈|won| · over_ratio⌉` of the impressions `won`
+/// in which it won slot `slot` (0-based). Choices come advertiser by advertiser (ascending),
+/// slot by slot, as in AuctionNet's `adjust_over_cost`, and only when `n_drop > 0`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DropChoice<'a> {
+    /// Tick of the period.
+    pub tick: usize,
+    /// Drop round within the tick (1-based).
+    pub round: usize,
+    /// The overspending advertiser.
+    pub advertiser: usize,
+    /// The slot (0-based).
+    pub slot: usize,
+    /// Impressions (ascending) in which the advertiser won this slot in the last auction call.
+    pub won: &'a [usize],
+    /// How many to drop (1..=`won.len()`).
+    pub n_drop: usize,
+    /// `(cost − remaining) / (cost + 1e-4)` of the advertiser in the last call.
+    pub over_ratio: f64,
+}
+
+/// Which impressions the drop loop takes from an overspending advertiser (its bids on them
+/// become 0).
+pub trait DropSource {
+    /// Called once before the first tick with the period's number of ticks.
+    ///
+    /// # Errors
+    /// [`AigbError::Replay`] when a recording has choices outside the period.
+    fn begin_period(&mut self, _num_ticks: usize) -> Result<()> {
+        Ok(())
+    }
+
+    /// Writes `choice.n_drop` distinct impressions of `choice.won` into `out` (empty on entry);
+    /// the simulator checks them.
+    ///
+    /// # Errors
+    /// [`AigbError::Replay`] when a recording ran out or holds another choice next.
+    fn choose(&mut self, choice: &DropChoice<'_>, out: &mut Vec<usize>) -> Result<()>;
+
+    /// Called after tick `tick` with its number of drop rounds.
+    ///
+    /// # Errors
+    /// [`AigbError::Replay`] when a recording has unused choices for this tick or earlier.
+    fn end_tick(&mut self, _tick: usize, _rounds: usize) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The seeded drop choices of [`Simulator::run_period`] ([`Simulator::seeded_drops`]): a
+/// uniform sample without replacement (partial Fisher–Yates over `won`) from one generator per
+/// tick, or from a generator re-seeded for every choice (`compat.reseed_drop_choice`).
+#[derive(Debug, Clone)]
+pub struct SeededDrops {
+    base: u64,
+    reseed: Option<u64>,
+    /// The current tick and its generator.
+    rng: Option<(usize, rl_core::SeededRng)>,
+    scratch: Vec<usize>,
+}
+
+impl DropSource for SeededDrops {
+    fn begin_period(&mut self, _num_ticks: usize) -> Result<()> {
+        self.rng = None;
+        Ok(())
+    }
+
+    fn choose(&mut self, choice: &DropChoice<'_>, out: &mut Vec<usize>) -> Result<()> {
+        let tick = choice.tick;
+        let rng = match (&mut self.rng, self.reseed) {
+            (_, Some(seed)) => &mut self.rng.insert((tick, rl_core::rng_from_seed(seed))).1,
+            (Some((t, rng)), None) if *t == tick => rng,
+            (_, None) => {
+                &mut self.rng.insert((tick, rl_core::rng_from_seed(rl_core::derive_seed(self.base, tick as u64)))).1
+            }
+        };
+        let w = &mut self.scratch;
+        w.clear();
+        w.extend_from_slice(choice.won);
+        let n_drop = choice.n_drop.min(w.len());
+        // partial Fisher–Yates: the first n_drop entries become a uniform sample
+        for j in 0..n_drop {
+            let r = rng.random_range(j..w.len());
+            w.swap(j, r);
+        }
+        out.extend_from_slice(&w[..n_drop]);
+        Ok(())
+    }
+
+    fn end_tick(&mut self, _tick: usize, _rounds: usize) -> Result<()> {
+        self.rng = None;
+        Ok(())
+    }
+}
+
+/// One recorded drop choice (see [`DropChoice`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecordedDrop {
+    /// Tick of the period.
+    pub tick: usize,
+    /// Drop round within the tick (1-based).
+    pub round: usize,
+    /// The overspending advertiser.
+    pub advertiser: usize,
+    /// The slot (0-based).
+    pub slot: usize,
+    /// The dropped impressions.
+    pub dropped: Vec<usize>,
+}
+
+/// Recorded drop choices of a period, in the order the drop loop asks for them (tick, round,
+/// advertiser, slot); each request must match the next recorded choice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedDrops {
+    drops: Vec<RecordedDrop>,
+    next: usize,
+}
+
+impl RecordedDrops {
+    /// The choices, in the drop loop's order.
+    pub fn new(drops: Vec<RecordedDrop>) -> Self {
+        Self { drops, next: 0 }
+    }
+
+    /// Choices used so far.
+    pub fn used(&self) -> usize {
+        self.next
+    }
+}
+
+impl DropSource for RecordedDrops {
+    fn begin_period(&mut self, num_ticks: usize) -> Result<()> {
+        self.next = 0;
+        if let Some(d) = self.drops.iter().find(|d| d.tick >= num_ticks) {
+            return Err(AigbError::Replay {
+                what: "recorded drop choices".into(),
+                reason: format!("a choice is recorded for tick {}, the period has {num_ticks} ticks", d.tick),
+            });
+        }
+        Ok(())
+    }
+
+    fn choose(&mut self, choice: &DropChoice<'_>, out: &mut Vec<usize>) -> Result<()> {
+        let what = || {
+            format!(
+                "recorded drop choices at tick {}, round {}, advertiser {}, slot {}",
+                choice.tick, choice.round, choice.advertiser, choice.slot
+            )
+        };
+        let d = self.drops.get(self.next).ok_or_else(|| AigbError::Replay {
+            what: what(),
+            reason: format!("the recording ran out after {} choices", self.drops.len()),
+        })?;
+        if (d.tick, d.round, d.advertiser, d.slot) != (choice.tick, choice.round, choice.advertiser, choice.slot) {
+            return Err(AigbError::Replay {
+                what: what(),
+                reason: format!(
+                    "the next recorded choice (number {}) is for tick {}, round {}, advertiser {}, slot {}",
+                    self.next, d.tick, d.round, d.advertiser, d.slot
+                ),
+            });
+        }
+        out.extend_from_slice(&d.dropped);
+        self.next += 1;
+        Ok(())
+    }
+
+    fn end_tick(&mut self, tick: usize, _rounds: usize) -> Result<()> {
+        match self.drops.get(self.next) {
+            Some(d) if d.tick <= tick => Err(AigbError::Replay {
+                what: format!("recorded drop choices of tick {}", d.tick),
+                reason: format!(
+                    "choice number {} (round {}, advertiser {}, slot {}) was not used: the replay's drop loop ended before it",
+                    self.next, d.round, d.advertiser, d.slot
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Checks that a source's choice is `n_drop` distinct impressions of `won`; `marked` is all
+/// false on entry and on return.
+fn check_drop_choice(choice: &DropChoice<'_>, dropped: &[usize], marked: &mut [bool]) -> Result<()> {
+    let what = || {
+        format!(
+            "drop choice at tick {}, round {}, advertiser {}, slot {}",
+            choice.tick, choice.round, choice.advertiser, choice.slot
+        )
+    };
+    if dropped.len() != choice.n_drop {
+        return Err(AigbError::Replay {
+            what: what(),
+            reason: format!("the drop loop needs {} impressions, the source gave {}", choice.n_drop, dropped.len()),
+        });
+    }
+    let mut bad = None;
+    for (j, &i) in dropped.iter().enumerate() {
+        if choice.won.binary_search(&i).is_err() {
+            bad = Some(format!("impression {i} is not one the advertiser won in this slot"));
+        } else if marked[i] {
+            bad = Some(format!("impression {i} is given twice"));
+        }
+        if bad.is_some() {
+            for &i in &dropped[..j] {
+                marked[i] = false;
+            }
+            break;
+        }
+        marked[i] = true;
+    }
+    match bad {
+        Some(reason) => Err(AigbError::Replay { what: what(), reason }),
+        None => {
+            for &i in dropped {
+                marked[i] = false;
+            }
+            Ok(())
+        }
+    }
 }
 
 fn check_bids(out: &mut [f32], a: usize, name: &str, tick: usize, clip: bool) -> Result<()> {
