@@ -866,8 +866,8 @@ pub trait PeriodDraws {
 
     /// Whether an impression's draws are the same in every call of a tick. Then a drop round
     /// re-runs only the impressions whose bids changed (the same outcome, less work); otherwise
-    /// every call re-runs every impression with its own draws, as AuctionNet does (its NumPy
-    /// stream, re-seeded at every call, moves when any impression's slots change).
+    /// every call re-runs every impression with that call's draws, as AuctionNet re-runs its
+    /// whole tick (re-seeding NumPy at every call).
     fn same_draws_every_call(&self) -> bool;
 
     /// Called after tick `tick` with the number of auction calls it made.
@@ -916,7 +916,9 @@ impl PeriodDraws for SeededPeriodDraws {
 
 /// Recorded draws of a period: `ticks[t][c]` are the draws of call `c` of tick `t` (e.g. every
 /// `simulate_ad_bidding` call of an AuctionNet period, drop rounds included). Every call
-/// re-runs every impression with its own draws.
+/// re-runs every impression with its own draws, so a recording need not keep an unchanged
+/// impression's draws from one call to the next (AuctionNet's happen to keep them: see
+/// `docs/aigb.md`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedPeriodDraws {
     ticks: Vec<Vec<RecordedDraws>>,
