@@ -564,9 +564,9 @@ struct TypedNets {
 #[derive(Debug)]
 enum Nets {
     /// One decoder for every agent (today's format and results).
-    Shared(RewardDecoder),
+    Shared(Box<RewardDecoder>),
     /// One decoder per type.
-    PerType(TypedNets),
+    PerType(Box<TypedNets>),
 }
 
 /// The serialisable state of a per-type checkpoint.
@@ -599,7 +599,7 @@ impl AgentCreditDecoder {
     /// As [`RewardDecoder::new`].
     pub fn new(params: Valid<CreditParams>, feature_dim: usize, device: Device) -> Result<Self> {
         let decoder = RewardDecoder::new(params.decoder()?, feature_dim, device)?;
-        Ok(Self { params, types: None, input_dim: feature_dim, nets: Nets::Shared(decoder) })
+        Ok(Self { params, types: None, input_dim: feature_dim, nets: Nets::Shared(Box::new(decoder)) })
     }
 
     /// One decoder per agent type, all in one variable store and one Adam (LaRe's
@@ -630,7 +630,7 @@ impl AgentCreditDecoder {
         let opt = Adam::for_var_store(dp.adam()?, &vs)?;
         let rng = rl_core::rng_from_seed(rl_core::derive_seed_named(params.seed, "reward-decoder-sampling"));
         let input_dim = types.max_feature_dim();
-        let nets = Nets::PerType(TypedNets { device, vs, nets, opt, rng, updates: 0 });
+        let nets = Nets::PerType(Box::new(TypedNets { device, vs, nets, opt, rng, updates: 0 }));
         Ok(Self { params, types: Some(types), input_dim, nets })
     }
 

@@ -11,7 +11,8 @@ fn buffer() -> MultiEpisodeBuffer {
     let mut buf = MultiEpisodeBuffer::new(100, 2).unwrap();
     for e in 0..6usize {
         let (n, t) = (3, 4 + e % 3);
-        let next = Array3::from_shape_fn((n, t, 2), |(i, k, d)| ((e * 31 + i * 7 + k * 3 + d) % 11) as f32 / 11.0 - 0.4);
+        let next =
+            Array3::from_shape_fn((n, t, 2), |(i, k, d)| ((e * 31 + i * 7 + k * 3 + d) % 11) as f32 / 11.0 - 0.4);
         let dense = Array2::from_shape_fn((n, t), |(i, k)| -next[[i, k, 0]].abs());
         let ep = MultiEpisode {
             obs: next.clone(),
