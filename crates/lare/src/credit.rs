@@ -1,4 +1,5 @@
-//! Agent-level credit for cooperative multi-agent tasks: one decoder shared by every agent.
+//! Agent-level credit for cooperative multi-agent tasks: one decoder shared by every agent, or
+//! one per agent type, trained by sum regression or multi-agent RRD.
 //!
 //! LaRe's MPE code (`thu-rllab/LaRe:mpe/utils/util.py:make_train_step`) encodes each agent's
 //! next observation, decodes a per-agent, per-step reward with one shared network, and
@@ -13,6 +14,24 @@
 //! The relabelled reward of agent `i` at step `t` is `r̂_{i,t}` (agent-level credit), or
 //! `mean_i r̂_{i,t}` for every agent with `agent_decomposition = false` (LaRe's
 //! `--no_agent_decomp` ablation: temporal credit only).
+//!
+//! **Per-type decoders** ([`AgentTypes`], [`AgentCreditDecoder::with_types`]): agent `i` of
+//! type `k(i)` gets `r̂_{i,t} = f_{ψ_k(i)}(φ_k(i)(o^i))`, one network per type, all of them in
+//! one variable store and one Adam, with the same loss over the whole team (LaRe's
+//! `hetero_tag`: predators and prey, `FactorRewardDecomposer.hetero_forward`).
+//!
+//! **Multi-agent RRD** (`loss = rrd | rrd_unbiased`; LaRe's
+//! `mpe/models/reward_model/rrd/rrd.py`, `make_rrd_train_step`): one draw `I` of `K` distinct
+//! steps of the padded horizon `H`, shared by every episode and agent of the batch, and
+//!
+//! ```text
+//! L = mean_b ( Σ_i Σ_{t∈I, t<T_b} (H/K) r̂_{b,i,t} − R_b )²
+//! unbiased: L − mean_{b,i} [ Var_{t∈I}((H/K) r̂_{b,i,t}) · (1 − K/H) / K ]   (sample variance, K − 1)
+//! ```
+//!
+//! Steps at or past an episode's length are padding (zero factors): out of the sum, in the
+//! variance. The draw is a [`CreditDraw`]: [`AgentCreditDecoder::draw`] makes it from the
+//! decoder's seeded stream, [`AgentCreditDecoder::update_with`] takes the caller's.
 
 use std::collections::VecDeque;
 use std::path::Path;

@@ -17,7 +17,9 @@
 //!   episodes; [`EpisodicBaseline`] (the raw episodic reward), [`DenseOracle`] (the hidden dense
 //!   reward, for reference curves) and [`DirectReward`] (LaRe's direct-reward ablation).
 //! - [`AgentCreditDecoder`]: agent-level credit for cooperative multi-agent tasks with one
-//!   decoder shared by every agent.
+//!   decoder shared by every agent or one per agent type ([`AgentTypes`], all in one
+//!   optimiser), trained by sum regression or multi-agent RRD with a shared K-step draw
+//!   ([`CreditDraw`]).
 //!
 //! Latent reward encoders ([`LatentEncoder`]) are Rust closures ([`NativeEncoder`]) or
 //! sandboxed [Rhai](https://rhai.rs) scripts ([`ScriptEncoder`]: operation, time, stack, memory and
