@@ -163,5 +163,6 @@ fn at_the_default_reserve_the_f32_rule_agrees_with_the_old_f64_rule_on_every_bid
     };
     assert_eq!(AuctionParams::default().reserve_price, 0.0001);
     assert!(agree(0.0001));
+    assert!(agree(0.01)); // BiddingEnv's class default, the reserve of the recorded period
     assert!(!agree(0.05));
 }
