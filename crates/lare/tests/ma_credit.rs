@@ -263,3 +263,42 @@ fn bad_types_params_and_draws_are_typed_errors() {
     let nan = Array3::from_elem((2, 2, 1), f32::NAN);
     assert!(matches!(typed.relabel(&nan), Err(LareError::NonFinite { .. })));
 }
+
+/// `E_I[L_rrd] − L_sum` (the sampling variance of the K-step estimate) and `E_I[L_rrd −
+/// L_rrd_unbiased]` (the reference's correction), averaged over all `C(H, K)` draws of one
+/// episode of `n` agents.
+fn variance_and_correction(n: usize, h: usize, k: usize) -> (f64, f64) {
+    let buf = fill(episodes(1, n, h, &vec![1.0; n], 9), 1);
+    let base = CreditParams::default().hidden([8]).batch_episodes(1).target(TeamTarget::TeamSum).rrd_k(k);
+    let dec = |loss| AgentCreditDecoder::new(base.clone().loss(loss).check().unwrap(), 1, Device::Cpu).unwrap();
+    let (sum, rrd, unb) =
+        (dec(DecompositionLoss::Sum), dec(DecompositionLoss::Rrd), dec(DecompositionLoss::RrdUnbiased));
+    let value = |d: &AgentCreditDecoder, steps: Vec<usize>| {
+        d.loss(&buf, &CreditDraw { episodes: vec![0], steps }).unwrap().loss.double_value(&[])
+    };
+    let full = value(&sum, vec![]);
+    let subsets: Vec<Vec<usize>> = (0..1usize << h)
+        .filter(|m| m.count_ones() as usize == k)
+        .map(|m| (0..h).filter(|t| m >> t & 1 == 1).collect())
+        .collect();
+    let (mut var, mut corr) = (0.0, 0.0);
+    for s in &subsets {
+        let (b, u) = (value(&rrd, s.clone()), value(&unb, s.clone()));
+        var += b - full;
+        corr += b - u;
+    }
+    (var / subsets.len() as f64, corr / subsets.len() as f64)
+}
+
+#[test]
+fn the_reference_rrd_correction_is_a_fraction_of_the_sampling_variance() {
+    // same initial weights for the three decoders (same seed); one agent: exactly 1/K²
+    let (h, k) = (6, 3);
+    let (var, corr) = variance_and_correction(1, h, k);
+    let ratio = corr / var;
+    println!("one agent: sampling variance {var}, correction {corr}, ratio {ratio} (1/K² = {})", 1.0 / (k * k) as f64);
+    assert!((ratio - 1.0 / (k * k) as f64).abs() < 1e-4, "ratio {ratio}");
+    let (var, corr) = variance_and_correction(3, h, k);
+    println!("three agents: sampling variance {var}, correction {corr}, ratio {}", corr / var);
+    assert!(corr / var < 0.5 / (k * k) as f64, "ratio {}", corr / var);
+}
