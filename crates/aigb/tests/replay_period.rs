@@ -253,8 +253,8 @@ fn a_recorded_auctionnet_period_replays_tick_by_tick() {
     }
     assert!(moved > 0);
     let final_budget = floats(&fx["final_remaining_budget"]);
-    for a in 0..N_ADV {
-        let r = res.advertisers[a].ticks.last().unwrap();
+    for (a, adv) in res.advertisers.iter().enumerate() {
+        let r = adv.ticks.last().unwrap();
         assert_eq!(r.remaining_budget - r.cost, final_budget[a], "final budget of advertiser {a}");
     }
 }
@@ -396,8 +396,11 @@ fn the_seeded_sources_replay_run_period_on_given_impressions_and_with_full_rerun
     assert_ne!(other, base);
 }
 
+/// A rule that makes a drop choice from the loop's request.
+type Choose = fn(&DropChoice<'_>) -> Vec<usize>;
+
 /// A drop source that returns what it is told to, to check the simulator's checks.
-struct Bad(fn(&DropChoice<'_>) -> Vec<usize>);
+struct Bad(Choose);
 
 impl DropSource for Bad {
     fn choose(&mut self, choice: &DropChoice<'_>, out: &mut Vec<usize>) -> aigb::Result<()> {
@@ -409,7 +412,7 @@ impl DropSource for Bad {
 #[test]
 fn a_drop_source_must_give_n_drop_distinct_won_impressions() {
     let (sim, _) = seeded_market();
-    let cases: [(&str, fn(&DropChoice<'_>) -> Vec<usize>); 4] = [
+    let cases: [(&str, Choose); 4] = [
         ("needs", |c| c.won[..c.n_drop - 1].to_vec()),
         ("needs", |c| c.won.iter().copied().chain([usize::MAX]).take(c.n_drop + 1).collect()),
         // a repeat where two are asked for, the right count otherwise (then the loop goes on)
