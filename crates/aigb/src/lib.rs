@@ -10,7 +10,9 @@
 //!   ([`TickAuction`]); AuctionNet's quirks behind [`CompatParams`] and the enums of
 //!   [`AuctionParams`].
 //! - [`sim`]: the market ([`Simulator`]): 48 ticks, budget cut-off, the overspend drop loop,
-//!   the score `conversions · min(1, (CPA / realised CPA)²)` ([`score`]), periods on threads.
+//!   the score `conversions · min(1, (CPA / realised CPA)²)` ([`score`]), periods on threads;
+//!   the auction draws and drop choices from caller sources ([`PeriodDraws`], [`DropSource`]),
+//!   so a logged AuctionNet period replays tick by tick ([`Simulator::replay_period`]).
 //! - [`Bidder`]: the bidding trait; rule-based bidders in [`bidders`] ([`FixedCpaBidder`],
 //!   [`PidBidder`], [`OnlineLpBidder`], [`NoisyBidder`]).
 //! - [`market`]: competitor line-ups ([`BidderSpec`]), the OnlineLP table, logged-data
