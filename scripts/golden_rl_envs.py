@@ -472,7 +472,7 @@ def numpy_sum():
 
 
 # ------------------------------------------------------------------------------------------
-# MuJoCo v5 (gymnasium 1.4 *_v5.py on mujoco 3.17.0), with infos
+# MuJoCo v5 (gymnasium 1.4 *_v5.py on mujoco 3.17.0) and Swimmer-v4, with infos and reset infos
 
 
 def mujoco_v5():
@@ -513,6 +513,16 @@ def mujoco_v5():
     rollout("Ant-v5", 1, 30, np.random.default_rng(171), include_cfrc_ext_in_observation=False,
             contact_cost_weight=1e-3, contact_force_range=(-0.5, 0.5), main_body="torso",
             healthy_z_range=(0.3, 1.0), forward_reward_weight=0.5)
+    rollout("Ant-v5", 2, 25, np.random.default_rng(172), exclude_current_positions_from_observation=False,
+            terminate_when_unhealthy=False, healthy_reward=0.5, reset_noise_scale=0.05, frame_skip=4)
+    # a model named by `xml_file` (relative names are looked up in gymnasium's assets folder)
+    rollout("Walker2d-v5", 2, 40, np.random.default_rng(152), xml_file="walker2d.xml")
+    rollout("Swimmer-v5", 0, 60, np.random.default_rng(180))
+    rollout("Swimmer-v5", 1, 30, np.random.default_rng(181), forward_reward_weight=2.0, ctrl_cost_weight=1e-3,
+            reset_noise_scale=0.05, exclude_current_positions_from_observation=False, frame_skip=5)
+    rollout("Swimmer-v4", 0, 40, np.random.default_rng(182))
+    rollout("Swimmer-v4", 1, 20, np.random.default_rng(183), forward_reward_weight=0.5, ctrl_cost_weight=2e-4,
+            reset_noise_scale=0.2, exclude_current_positions_from_observation=False)
     # small actions: cut by a short time limit
     rollout("Hopper-v5", 2, 60, np.random.default_rng(142), lo=-0.1, hi=0.1, max_episode_steps=50)
     write("mujoco_v5", {"generator": "scripts/golden_rl_envs.py mujoco_v5",

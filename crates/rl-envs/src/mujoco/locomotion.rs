@@ -1,6 +1,7 @@
-//! Gymnasium v4 locomotion on MuJoCo: Hopper, HalfCheetah, Walker2d, Ant.
+//! Gymnasium locomotion on MuJoCo: Hopper, HalfCheetah, Walker2d, Ant (v4 and v5), Swimmer (v4
+//! and v5).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use mujoco_rs::prelude::*;
 use ndarray::{Array1, ArrayView1};
@@ -199,6 +200,12 @@ fn finite(name: &str, v: f64) -> Result<()> {
     }
     Ok(())
 }
+
+mod v5;
+
+pub use v5::{
+    AntV5Params, HalfCheetahV5Params, HopperV5Params, MainBody, SwimmerParams, SwimmerV5Params, Walker2dV5Params,
+};
 
 impl Params for HopperParams {
     type Error = EnvError;
@@ -454,31 +461,48 @@ pub enum LocomotionTask {
     Walker2d(Walker2dParams),
     /// `Ant-v4`.
     Ant(AntParams),
+    /// `Swimmer-v4`.
+    Swimmer(SwimmerParams),
+    /// `Hopper-v5`.
+    HopperV5(HopperV5Params),
+    /// `HalfCheetah-v5`.
+    HalfCheetahV5(HalfCheetahV5Params),
+    /// `Walker2d-v5`.
+    Walker2dV5(Walker2dV5Params),
+    /// `Ant-v5`.
+    AntV5(AntV5Params),
+    /// `Swimmer-v5`.
+    SwimmerV5(SwimmerV5Params),
 }
 
 impl LocomotionTask {
-    fn xml(&self) -> &'static str {
+    /// The model file: v4's fixed name (looked up in the assets folders) or v5's `xml_file`.
+    fn model_path(&self) -> Result<PathBuf> {
+        let v4 = |file: &str, dir: &Option<PathBuf>| super::find_asset(file, dir.as_deref());
+        let v5 = |file: &Path, dir: &Option<PathBuf>| v5::resolve_xml(file, dir.as_deref());
         match self {
-            LocomotionTask::Hopper(_) => "hopper.xml",
-            LocomotionTask::HalfCheetah(_) => "half_cheetah.xml",
-            LocomotionTask::Walker2d(_) => "walker2d.xml",
-            LocomotionTask::Ant(_) => "ant.xml",
+            LocomotionTask::Hopper(p) => v4("hopper.xml", &p.assets_dir),
+            LocomotionTask::HalfCheetah(p) => v4("half_cheetah.xml", &p.assets_dir),
+            LocomotionTask::Walker2d(p) => v4("walker2d.xml", &p.assets_dir),
+            LocomotionTask::Ant(p) => v4("ant.xml", &p.assets_dir),
+            LocomotionTask::Swimmer(p) => v4("swimmer.xml", &p.assets_dir),
+            LocomotionTask::HopperV5(p) => v5(&p.xml_file, &p.assets_dir),
+            LocomotionTask::HalfCheetahV5(p) => v5(&p.xml_file, &p.assets_dir),
+            LocomotionTask::Walker2dV5(p) => v5(&p.xml_file, &p.assets_dir),
+            LocomotionTask::AntV5(p) => v5(&p.xml_file, &p.assets_dir),
+            LocomotionTask::SwimmerV5(p) => v5(&p.xml_file, &p.assets_dir),
         }
     }
 
     fn frame_skip(&self) -> usize {
         match self {
-            LocomotionTask::Hopper(_) | LocomotionTask::Walker2d(_) => 4,
+            LocomotionTask::Hopper(_) | LocomotionTask::Walker2d(_) | LocomotionTask::Swimmer(_) => 4,
             LocomotionTask::HalfCheetah(_) | LocomotionTask::Ant(_) => 5,
-        }
-    }
-
-    fn assets_dir(&self) -> Option<&std::path::Path> {
-        match self {
-            LocomotionTask::Hopper(p) => p.assets_dir.as_deref(),
-            LocomotionTask::HalfCheetah(p) => p.assets_dir.as_deref(),
-            LocomotionTask::Walker2d(p) => p.assets_dir.as_deref(),
-            LocomotionTask::Ant(p) => p.assets_dir.as_deref(),
+            LocomotionTask::HopperV5(p) => p.frame_skip,
+            LocomotionTask::HalfCheetahV5(p) => p.frame_skip,
+            LocomotionTask::Walker2dV5(p) => p.frame_skip,
+            LocomotionTask::AntV5(p) => p.frame_skip,
+            LocomotionTask::SwimmerV5(p) => p.frame_skip,
         }
     }
 
@@ -488,16 +512,29 @@ impl LocomotionTask {
             LocomotionTask::HalfCheetah(p) => p.max_episode_steps,
             LocomotionTask::Walker2d(p) => p.max_episode_steps,
             LocomotionTask::Ant(p) => p.max_episode_steps,
+            LocomotionTask::Swimmer(p) => p.max_episode_steps,
+            LocomotionTask::HopperV5(p) => p.max_episode_steps,
+            LocomotionTask::HalfCheetahV5(p) => p.max_episode_steps,
+            LocomotionTask::Walker2dV5(p) => p.max_episode_steps,
+            LocomotionTask::AntV5(p) => p.max_episode_steps,
+            LocomotionTask::SwimmerV5(p) => p.max_episode_steps,
         }
     }
 
     fn excluded_positions(&self) -> usize {
-        match self {
-            LocomotionTask::Hopper(p) => usize::from(p.exclude_current_positions_from_observation),
-            LocomotionTask::HalfCheetah(p) => usize::from(p.exclude_current_positions_from_observation),
-            LocomotionTask::Walker2d(p) => usize::from(p.exclude_current_positions_from_observation),
-            LocomotionTask::Ant(p) => 2 * usize::from(p.exclude_current_positions_from_observation),
-        }
+        let (exclude, n) = match self {
+            LocomotionTask::Hopper(p) => (p.exclude_current_positions_from_observation, 1),
+            LocomotionTask::HalfCheetah(p) => (p.exclude_current_positions_from_observation, 1),
+            LocomotionTask::Walker2d(p) => (p.exclude_current_positions_from_observation, 1),
+            LocomotionTask::Ant(p) => (p.exclude_current_positions_from_observation, 2),
+            LocomotionTask::Swimmer(p) => (p.exclude_current_positions_from_observation, 2),
+            LocomotionTask::HopperV5(p) => (p.exclude_current_positions_from_observation, 1),
+            LocomotionTask::HalfCheetahV5(p) => (p.exclude_current_positions_from_observation, 1),
+            LocomotionTask::Walker2dV5(p) => (p.exclude_current_positions_from_observation, 1),
+            LocomotionTask::AntV5(p) => (p.exclude_current_positions_from_observation, 2),
+            LocomotionTask::SwimmerV5(p) => (p.exclude_current_positions_from_observation, 2),
+        };
+        n * usize::from(exclude)
     }
 
     /// `(noise scale, whether qvel noise is normal rather than uniform)`.
@@ -507,7 +544,29 @@ impl LocomotionTask {
             LocomotionTask::Walker2d(p) => (p.reset_noise_scale, false),
             LocomotionTask::HalfCheetah(p) => (p.reset_noise_scale, true),
             LocomotionTask::Ant(p) => (p.reset_noise_scale, true),
+            LocomotionTask::Swimmer(p) => (p.reset_noise_scale, false),
+            LocomotionTask::HopperV5(p) => (p.reset_noise_scale, false),
+            LocomotionTask::Walker2dV5(p) => (p.reset_noise_scale, false),
+            LocomotionTask::HalfCheetahV5(p) => (p.reset_noise_scale, true),
+            LocomotionTask::AntV5(p) => (p.reset_noise_scale, true),
+            LocomotionTask::SwimmerV5(p) => (p.reset_noise_scale, false),
         }
+    }
+
+    /// Hopper and Walker2d clip `qvel` to `[-10, 10]` in the observation.
+    fn clips_velocity(&self) -> bool {
+        matches!(
+            self,
+            LocomotionTask::Hopper(_)
+                | LocomotionTask::Walker2d(_)
+                | LocomotionTask::HopperV5(_)
+                | LocomotionTask::Walker2dV5(_)
+        )
+    }
+
+    /// Whether the step needs `mj_rnePostConstraint` (contact forces in the reward).
+    fn needs_contact_forces(&self) -> bool {
+        matches!(self, LocomotionTask::Ant(p) if p.use_contact_forces) || matches!(self, LocomotionTask::AntV5(_))
     }
 }
 
@@ -532,12 +591,15 @@ pub struct LocomotionState {
     pub clock: EpisodeClock,
 }
 
-/// A gymnasium v4 locomotion task on MuJoCo: see the [module docs](crate::mujoco).
+/// A gymnasium v4 or v5 locomotion task on MuJoCo: see the [module docs](crate::mujoco).
 ///
 /// ```text
 /// Hopper, Walker2d:  r = w·(x' − x)/dt + healthy_reward − c·Σa²   terminated = !healthy
+///                    (v4: healthy_reward also when unhealthy if not terminating; v5: only when healthy)
 /// HalfCheetah:       r = w·(x' − x)/dt − 0.1·Σa²                  never terminates
-/// Ant:               r = (x'_torso − x_torso)/dt + 1 − 0.5·Σa² [− 5e-4·Σclip(cfrc_ext)²]
+/// Ant v4:            r = (x'_torso − x_torso)/dt + 1 − 0.5·Σa² [− 5e-4·Σclip(cfrc_ext)²]
+/// Ant v5:            r = w·(x'_main − x_main)/dt + healthy·1 − 0.5·Σa² − 5e-4·Σclip(cfrc_ext)²
+/// Swimmer:           r = w·(x' − x)/dt − 1e-4·Σa²                 never terminates
 /// ```
 ///
 /// Actions outside `[-1, 1]` are clamped by MuJoCo (`ctrllimited`) while the control cost
@@ -613,15 +675,80 @@ impl Locomotion {
         Self::new(LocomotionTask::Ant(params.into_inner()))
     }
 
+    /// `Swimmer-v4`.
+    ///
+    /// # Errors
+    /// As [`Locomotion::hopper`].
+    pub fn swimmer(params: Valid<SwimmerParams>) -> Result<Self> {
+        Self::new(LocomotionTask::Swimmer(params.into_inner()))
+    }
+
+    /// `Hopper-v5`.
+    ///
+    /// # Errors
+    /// [`EnvError::Missing`] when `xml_file` is not found (naming it and where it was looked
+    /// for), [`EnvError::InvalidParameter`] (`xml_file`) when it cannot be read,
+    /// [`EnvError::Mujoco`] when MuJoCo rejects it or is not version 3.17.0.
+    pub fn hopper_v5(params: Valid<HopperV5Params>) -> Result<Self> {
+        Self::new(LocomotionTask::HopperV5(params.into_inner()))
+    }
+
+    /// `HalfCheetah-v5`.
+    ///
+    /// # Errors
+    /// As [`Locomotion::hopper_v5`].
+    pub fn half_cheetah_v5(params: Valid<HalfCheetahV5Params>) -> Result<Self> {
+        Self::new(LocomotionTask::HalfCheetahV5(params.into_inner()))
+    }
+
+    /// `Walker2d-v5`.
+    ///
+    /// # Errors
+    /// As [`Locomotion::hopper_v5`].
+    pub fn walker2d_v5(params: Valid<Walker2dV5Params>) -> Result<Self> {
+        Self::new(LocomotionTask::Walker2dV5(params.into_inner()))
+    }
+
+    /// `Ant-v5`.
+    ///
+    /// # Errors
+    /// As [`Locomotion::hopper_v5`]; [`EnvError::InvalidParameter`] (`main_body`) when the
+    /// model has no such body.
+    pub fn ant_v5(params: Valid<AntV5Params>) -> Result<Self> {
+        Self::new(LocomotionTask::AntV5(params.into_inner()))
+    }
+
+    /// `Swimmer-v5`.
+    ///
+    /// # Errors
+    /// As [`Locomotion::hopper_v5`].
+    pub fn swimmer_v5(params: Valid<SwimmerV5Params>) -> Result<Self> {
+        Self::new(LocomotionTask::SwimmerV5(params.into_inner()))
+    }
+
+    /// Compiles the model at `path`. `settotalmass` (half_cheetah.xml) is deprecated in MuJoCo
+    /// 3.17, whose compiler then appends a warning to ./MUJOCO_LOG.TXT; it is applied as MuJoCo
+    /// advises instead (the edited text is given to MuJoCo under the file's own path, in a
+    /// virtual file system, so that files it includes still resolve next to it).
+    fn load_model(path: &Path) -> Result<(MjModel, Option<f64>)> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| EnvError::invalid("xml_file", path.display(), format!("cannot read the model: {e}")))?;
+        let (text, total_mass) = super::strip_settotalmass(&text)?;
+        let cannot = |e: &dyn std::fmt::Debug| EnvError::Mujoco(format!("cannot load {}: {e:?}", path.display()));
+        let model = if total_mass.is_none() {
+            MjModel::from_xml(path).map_err(|e| cannot(&e))?
+        } else {
+            let mut vfs = mujoco_rs::wrappers::mj_auxiliary::MjVfs::new();
+            vfs.add_from_buffer(path, text.as_bytes()).map_err(|e| cannot(&e))?;
+            MjModel::from_xml_vfs(path, &vfs).map_err(|e| cannot(&e))?
+        };
+        Ok((model, total_mass))
+    }
+
     fn new(task: LocomotionTask) -> Result<Self> {
         super::check_mujoco_version()?;
-        let path = super::find_asset(task.xml(), task.assets_dir())?;
-        let text = std::fs::read_to_string(&path)?;
-        // `settotalmass` (half_cheetah.xml) is deprecated in MuJoCo 3.17, whose compiler then
-        // appends a warning to ./MUJOCO_LOG.TXT; apply it as MuJoCo advises instead.
-        let (text, total_mass) = super::strip_settotalmass(&text)?;
-        let mut model = MjModel::from_xml_string(&text)
-            .map_err(|e| EnvError::Mujoco(format!("cannot load {}: {e:?}", path.display())))?;
+        let path = task.model_path()?;
+        let (mut model, total_mass) = Self::load_model(&path)?;
         if let Some(mass) = total_mass {
             model.set_totalmass(mass);
         }
@@ -637,7 +764,18 @@ impl Locomotion {
             damping: m.dof_damping().to_vec(),
         };
         let dt = m.opt().timestep * task.frame_skip() as f64;
-        let torso = m.name_to_id(MjtObjBase::mjOBJ_BODY, "torso").unwrap_or(1);
+        let torso = match &task {
+            LocomotionTask::AntV5(p) => {
+                let found = match &p.main_body {
+                    MainBody::Id(i) => (*i < m.body_pos().len()).then_some(*i),
+                    MainBody::Name(n) => m.name_to_id(MjtObjBase::mjOBJ_BODY, n),
+                };
+                found.ok_or_else(|| {
+                    EnvError::invalid("main_body", format!("{:?}", p.main_body), "no such body in the model")
+                })?
+            }
+            _ => m.name_to_id(MjtObjBase::mjOBJ_BODY, "torso").unwrap_or(1),
+        };
         let ranges = m.actuator_ctrlrange();
         let low: Vec<f32> = ranges.iter().map(|r| r[0] as f32).collect();
         let high: Vec<f32> = ranges.iter().map(|r| r[1] as f32).collect();
@@ -711,19 +849,51 @@ impl Locomotion {
         self.data.cfrc_ext().iter().flat_map(move |f| f.iter().map(move |v| v.clamp(range[0], range[1])))
     }
 
-    fn observe(&self) -> Array1<f32> {
+    /// The observation in float64, as gymnasium returns it (the [`Env`] observation is its
+    /// float32 rounding).
+    pub fn observation_f64(&self) -> Vec<f64> {
         let skip = self.task.excluded_positions();
         let qpos = &self.data.qpos()[skip..];
         let qvel = self.data.qvel();
-        let clip_vel = matches!(self.task, LocomotionTask::Hopper(_) | LocomotionTask::Walker2d(_));
-        let mut o: Vec<f32> = qpos.iter().map(|&v| v as f32).collect();
-        o.extend(qvel.iter().map(|&v| if clip_vel { v.clamp(-10.0, 10.0) as f32 } else { v as f32 }));
-        if let LocomotionTask::Ant(p) = &self.task {
-            if p.use_contact_forces {
-                o.extend(self.contact_forces(p.contact_force_range).map(|v| v as f32));
+        let clip_vel = self.task.clips_velocity();
+        let mut o: Vec<f64> = qpos.to_vec();
+        o.extend(qvel.iter().map(|&v| if clip_vel { v.clamp(-10.0, 10.0) } else { v }));
+        match &self.task {
+            LocomotionTask::Ant(p) if p.use_contact_forces => o.extend(self.contact_forces(p.contact_force_range)),
+            // v5: every body but the world
+            LocomotionTask::AntV5(p) if p.include_cfrc_ext_in_observation => {
+                o.extend(self.contact_forces(p.contact_force_range).skip(6));
             }
+            _ => {}
         }
-        Array1::from(o)
+        o
+    }
+
+    fn observe(&self) -> Array1<f32> {
+        self.observation_f64().into_iter().map(|v| v as f32).collect()
+    }
+
+    /// The info gymnasium's `reset` returns (its `_get_reset_info`), for the current state:
+    /// v5 Hopper and Walker2d `x_position`, `z_distance_from_origin`; HalfCheetah-v5
+    /// `x_position`; Ant-v5 and Swimmer-v5 `x_position`, `y_position`, `distance_from_origin`
+    /// (from `qpos`); empty for the v4 tasks, as in gymnasium.
+    pub fn reset_info(&self) -> Info {
+        let q = self.data.qpos();
+        let mut info = Info::with_capacity(3);
+        match &self.task {
+            LocomotionTask::HopperV5(_) | LocomotionTask::Walker2dV5(_) => {
+                info.insert("x_position", q[0]);
+                info.insert("z_distance_from_origin", q[1] - self.init_qpos[1]);
+            }
+            LocomotionTask::HalfCheetahV5(_) => info.insert("x_position", q[0]),
+            LocomotionTask::AntV5(_) | LocomotionTask::SwimmerV5(_) => {
+                info.insert("x_position", q[0]);
+                info.insert("y_position", q[1]);
+                info.insert("distance_from_origin", numpy_norm2([q[0], q[1]]));
+            }
+            _ => {}
+        }
+        info
     }
 
     /// gymnasium's `control_cost`: `w · Σ a²` evaluated in float32 (NumPy 2 keeps the float32
@@ -798,16 +968,17 @@ impl Env for Locomotion {
         self.clock.guard()?;
         check_box_action(&self.act_space, action)?;
         let x_before = match self.task {
-            LocomotionTask::Ant(_) => self.torso_xy[0],
+            LocomotionTask::Ant(_) | LocomotionTask::AntV5(_) => self.torso_xy[0],
             _ => self.data.qpos()[0],
         };
+        let y_before = self.data.qpos()[1];
         for (c, a) in self.data.ctrl_mut().iter_mut().zip(action.iter()) {
             *c = f64::from(*a);
         }
         for _ in 0..self.task.frame_skip() {
             self.data.step();
         }
-        if matches!(&self.task, LocomotionTask::Ant(p) if p.use_contact_forces) {
+        if self.task.needs_contact_forces() {
             self.data.rne_post_constraint();
         }
         if self.unstable() {
@@ -880,6 +1051,100 @@ impl Env for Locomotion {
                 }
                 self.torso_xy = after;
                 (x_vel + healthy_reward - costs, p.terminate_when_unhealthy && !healthy)
+            }
+            LocomotionTask::Swimmer(p) => {
+                let (x, y) = (qpos[0], qpos[1]);
+                let (x_vel, y_vel) = ((x - x_before) / self.dt, (y - y_before) / self.dt);
+                let forward = p.forward_reward_weight * x_vel;
+                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                info.insert("reward_fwd", forward);
+                info.insert("reward_ctrl", -ctrl);
+                info.insert("x_position", x);
+                info.insert("y_position", y);
+                info.insert("distance_from_origin", numpy_norm2([x, y]));
+                info.insert("x_velocity", x_vel);
+                info.insert("y_velocity", y_vel);
+                info.insert("forward_reward", forward);
+                (forward - ctrl, false)
+            }
+            LocomotionTask::HopperV5(p) => {
+                let x_vel = (qpos[0] - x_before) / self.dt;
+                let (z, angle) = (qpos[1], qpos[2]);
+                let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
+                let state_ok = qpos[2..].iter().chain(self.data.qvel()).all(|&v| inside(p.healthy_state_range, v));
+                let healthy = state_ok && inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
+                let forward = p.forward_reward_weight * x_vel;
+                let survive = f64::from(u8::from(healthy)) * p.healthy_reward;
+                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                info.insert("x_position", qpos[0]);
+                info.insert("z_distance_from_origin", z - self.init_qpos[1]);
+                info.insert("x_velocity", x_vel);
+                info.insert("reward_forward", forward);
+                info.insert("reward_ctrl", -ctrl);
+                info.insert("reward_survive", survive);
+                (forward + survive - ctrl, p.terminate_when_unhealthy && !healthy)
+            }
+            LocomotionTask::Walker2dV5(p) => {
+                let x_vel = (qpos[0] - x_before) / self.dt;
+                let (z, angle) = (qpos[1], qpos[2]);
+                let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
+                let healthy = inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
+                let forward = p.forward_reward_weight * x_vel;
+                let survive = f64::from(u8::from(healthy)) * p.healthy_reward;
+                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                info.insert("x_position", qpos[0]);
+                info.insert("z_distance_from_origin", z - self.init_qpos[1]);
+                info.insert("x_velocity", x_vel);
+                info.insert("reward_forward", forward);
+                info.insert("reward_ctrl", -ctrl);
+                info.insert("reward_survive", survive);
+                (forward + survive - ctrl, p.terminate_when_unhealthy && !healthy)
+            }
+            LocomotionTask::HalfCheetahV5(p) => {
+                let x_vel = (qpos[0] - x_before) / self.dt;
+                let forward = p.forward_reward_weight * x_vel;
+                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                info.insert("x_position", qpos[0]);
+                info.insert("x_velocity", x_vel);
+                info.insert("reward_forward", forward);
+                info.insert("reward_ctrl", -ctrl);
+                (forward - ctrl, false)
+            }
+            LocomotionTask::AntV5(p) => {
+                let after = self.torso_position();
+                let x_vel = (after[0] - x_before) / self.dt;
+                let y_vel = (after[1] - self.torso_xy[1]) / self.dt;
+                let z = qpos[2];
+                let healthy = p.healthy_z_range[0] <= z && z <= p.healthy_z_range[1];
+                let forward = x_vel * p.forward_reward_weight;
+                let survive = f64::from(u8::from(healthy)) * p.healthy_reward;
+                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                let contact = self.contact_cost(p.contact_cost_weight, p.contact_force_range);
+                info.insert("x_position", qpos[0]);
+                info.insert("y_position", qpos[1]);
+                info.insert("distance_from_origin", numpy_norm2([qpos[0], qpos[1]]));
+                info.insert("x_velocity", x_vel);
+                info.insert("y_velocity", y_vel);
+                info.insert("reward_forward", forward);
+                info.insert("reward_ctrl", -ctrl);
+                info.insert("reward_contact", -contact);
+                info.insert("reward_survive", survive);
+                self.torso_xy = after;
+                (forward + survive - (ctrl + contact), p.terminate_when_unhealthy && !healthy)
+            }
+            LocomotionTask::SwimmerV5(p) => {
+                let (x, y) = (qpos[0], qpos[1]);
+                let (x_vel, y_vel) = ((x - x_before) / self.dt, (y - y_before) / self.dt);
+                let forward = p.forward_reward_weight * x_vel;
+                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                info.insert("x_position", x);
+                info.insert("y_position", y);
+                info.insert("distance_from_origin", numpy_norm2([x, y]));
+                info.insert("x_velocity", x_vel);
+                info.insert("y_velocity", y_vel);
+                info.insert("reward_forward", forward);
+                info.insert("reward_ctrl", -ctrl);
+                (forward - ctrl, false)
             }
         };
         let truncated = self.clock.tick(terminated, self.task.max_steps());

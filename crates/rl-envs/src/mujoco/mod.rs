@@ -1,4 +1,4 @@
-//! MuJoCo environments (feature `mujoco`): gymnasium v4 locomotion and the MuJoCo point maze.
+//! MuJoCo environments (feature `mujoco`): gymnasium v4 and v5 locomotion and the MuJoCo point maze.
 //!
 //! | environment | constructor | gymnasium id | obs | act | frame skip × dt |
 //! |---|---|---|---|---|---|
@@ -6,6 +6,12 @@
 //! | HalfCheetah | [`Locomotion::half_cheetah`] | `HalfCheetah-v4` | 17 | 6 | 5 × 0.01 |
 //! | Walker2d | [`Locomotion::walker2d`] | `Walker2d-v4` | 17 | 6 | 4 × 0.002 |
 //! | Ant | [`Locomotion::ant`] | `Ant-v4` | 27 (111 with contact forces) | 8 | 5 × 0.01 |
+//! | Swimmer | [`Locomotion::swimmer`] | `Swimmer-v4` | 8 | 2 | 4 × 0.01 |
+//! | Hopper | [`Locomotion::hopper_v5`] | `Hopper-v5` | 11 | 3 | 4 × 0.002 |
+//! | HalfCheetah | [`Locomotion::half_cheetah_v5`] | `HalfCheetah-v5` | 17 | 6 | 5 × 0.01 |
+//! | Walker2d | [`Locomotion::walker2d_v5`] | `Walker2d-v5` (`walker2d_v5.xml`) | 17 | 6 | 4 × 0.002 |
+//! | Ant | [`Locomotion::ant_v5`] | `Ant-v5` | 105 (27 without contact forces) | 8 | 5 × 0.01 |
+//! | Swimmer | [`Locomotion::swimmer_v5`] | `Swimmer-v5` | 8 | 2 | 4 × 0.01 |
 //! | point maze | [`MujocoPointMaze::new`] | gymnasium-robotics `PointMaze_*-v3` | 6 / 4 | 2 | 1 × 0.01 |
 //!
 //! The physics is MuJoCo 3.17.0 itself, through `mujoco-rs` 7 and the `libmujoco.so` of the
@@ -32,7 +38,8 @@ mod point_maze;
 use std::path::{Path, PathBuf};
 
 pub use locomotion::{
-    AntParams, HalfCheetahParams, HopperParams, Locomotion, LocomotionState, LocomotionTask, Walker2dParams,
+    AntParams, AntV5Params, HalfCheetahParams, HalfCheetahV5Params, HopperParams, HopperV5Params, Locomotion,
+    LocomotionState, LocomotionTask, MainBody, SwimmerParams, SwimmerV5Params, Walker2dParams, Walker2dV5Params,
 };
 pub use point_maze::{MujocoPointMass, MujocoPointMaze, MujocoPointState};
 
