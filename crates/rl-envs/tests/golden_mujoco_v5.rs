@@ -135,6 +135,11 @@ fn xml_file_takes_a_callers_model_and_names_a_missing_one() {
     assert!(matches!(e, EnvError::Mujoco(_)), "{e}");
     let e = Locomotion::swimmer_v5(SwimmerV5Params::default().xml_file(dir.clone()).check().unwrap()).unwrap_err();
     assert!(e.to_string().contains(&dir.display().to_string()), "{e}");
+    // unreadable as text (not UTF-8)
+    let binary = dir.join("binary.xml");
+    std::fs::write(&binary, [0xff, 0xfe, 0x00, 0x01]).unwrap();
+    let e = Locomotion::swimmer_v5(SwimmerV5Params::default().xml_file(binary).check().unwrap()).unwrap_err();
+    assert!(matches!(e, EnvError::InvalidParameter { ref name, .. } if name == "xml_file"), "{e}");
     std::fs::remove_dir_all(&dir).ok();
 }
 

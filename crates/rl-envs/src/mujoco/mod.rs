@@ -24,8 +24,9 @@
 //! [`EnvError::Missing`] naming it and the folders searched; a linked MuJoCo other than 3.17.0
 //! is [`EnvError::Mujoco`].
 //!
-//! Rewards, terminations, observation layouts and reset noise follow gymnasium 1.4's
-//! `*_v4.py`; the calls into MuJoCo are the same (`mj_resetData`, `mj_forward` after setting
+//! Rewards, terminations, observation layouts, infos and reset noise follow gymnasium 1.4's
+//! `*_v4.py` and `*_v5.py` (v5's `xml_file` may name a caller's model: see
+//! [`HopperV5Params`]); the calls into MuJoCo are the same (`mj_resetData`, `mj_forward` after setting
 //! the state, `frame_skip` × `mj_step`), so rollouts match gymnasium to float rounding of the
 //! observation and reward casts (tolerance 1e-4; measured bit-identical, `tests/golden_mujoco.rs`).
 //! HalfCheetah's and Ant's velocity noise is `0.1·N(0, 1)`, drawn with a normal sampler that is
