@@ -94,6 +94,27 @@ impl AgentError {
         AgentError::Shape { what: what.into(), expected: expected.into(), got: got.into() }
     }
 
+    /// `Ok` when a field read from the checkpoint at `path` equals this object's, else
+    /// [`AgentError::Corrupt`] naming the field and both values (a checkpoint of another
+    /// configuration is refused before anything is copied).
+    ///
+    /// # Errors
+    /// [`AgentError::Corrupt`] when `saved != ours`.
+    pub fn ensure_same<T: PartialEq + std::fmt::Debug + ?Sized>(
+        path: &str,
+        what: &str,
+        saved: &T,
+        ours: &T,
+    ) -> Result<()> {
+        if saved != ours {
+            return Err(AgentError::Corrupt {
+                path: path.into(),
+                reason: format!("{what} differs: checkpoint {saved:?}, this object {ours:?}"),
+            });
+        }
+        Ok(())
+    }
+
     /// Prefixes the parameter name of an [`AgentError::InvalidParameter`] (nested params).
     pub(crate) fn prefixed(self, prefix: &str) -> Self {
         match self {

@@ -295,7 +295,7 @@ impl<A: Agent> OnlineAgent for OffPolicy<A> {
         let unit = rl_nn::checkpoint::open_unit(dir, UNIT_KIND, UNIT_FORMAT)?;
         let ck = rl_nn::checkpoint::load_dir::<OffPolicyState>(unit.part("replay")?, KIND, FORMAT)?;
         unit.check_step("replay", ck.state.env_steps)?;
-        crate::ckpt::same(&ck.path, "params", &ck.state.params, self.params.get())?;
+        AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
         let buffer = ReplayBuffer::restore(ck.state.buffer, &ck.tensors, "buffer.", &ck.path)?;
         if buffer.obs_dim() != self.obs_dim || buffer.act_dim() != self.action_space.dim() {
             return Err(AgentError::Corrupt { path: ck.path, reason: "buffer widths differ".into() });

@@ -779,9 +779,9 @@ impl OnlineAgent for Ppo {
     fn load(&mut self, dir: &Path) -> Result<()> {
         let ck = rl_nn::checkpoint::load_dir::<PpoState>(dir, PPO_KIND, PPO_FORMAT)?;
         let s = ck.state;
-        ckpt::same(&ck.path, "params", &s.params, self.params.get())?;
-        ckpt::same(&ck.path, "obs_dim", &s.obs_dim, &self.obs_dim)?;
-        ckpt::same(&ck.path, "action space", &s.action_space, &self.action_space()?)?;
+        AgentError::ensure_same(&ck.path, "params", &s.params, self.params.get())?;
+        AgentError::ensure_same(&ck.path, "obs_dim", &s.obs_dim, &self.obs_dim)?;
+        AgentError::ensure_same(&ck.path, "action space", &s.action_space, &self.action_space()?)?;
         let per_step = s.rollout.n_envs;
         let r = &s.rollout;
         let sizes_ok = r.obs.len() == r.steps * per_step * self.obs_dim

@@ -384,11 +384,11 @@ impl Agent for Td3 {
     fn load(&mut self, dir: &Path) -> Result<()> {
         let ck = rl_nn::checkpoint::load_dir::<Td3State>(dir, TD3_KIND, TD3_FORMAT)?;
         let s = ck.state;
-        ckpt::same(&ck.path, "params", &s.params, self.params.get())?;
-        ckpt::same(&ck.path, "obs_dim", &s.obs_dim, &self.obs_dim)?;
-        ckpt::same(&ck.path, "act_dim", &s.act_dim, &self.act_dim)?;
-        ckpt::same(&ck.path, "action low", &s.low.as_slice(), &self.actor.bounds().low())?;
-        ckpt::same(&ck.path, "action high", &s.high.as_slice(), &self.actor.bounds().high())?;
+        AgentError::ensure_same(&ck.path, "params", &s.params, self.params.get())?;
+        AgentError::ensure_same(&ck.path, "obs_dim", &s.obs_dim, &self.obs_dim)?;
+        AgentError::ensure_same(&ck.path, "act_dim", &s.act_dim, &self.act_dim)?;
+        AgentError::ensure_same(&ck.path, "action low", &s.low.as_slice(), &self.actor.bounds().low())?;
+        AgentError::ensure_same(&ck.path, "action high", &s.high.as_slice(), &self.actor.bounds().high())?;
         self.parts().check(&ck.tensors, &ck.path)?;
         ckpt::restore(
             &[

@@ -18,6 +18,9 @@
 //!   (several parts committed as one by a manifest renamed into place, every file's SHA-256
 //!   and every part's step count checked on load) and safetensors files, with typed errors
 //!   for missing, corrupt, mismatched and non-finite data; a failed load changes nothing.
+//! - [`parts`]: a component's variable stores, optimisers and loose tensors under name
+//!   prefixes ([`parts::Parts`]): collected for a checkpoint, checked completely against a
+//!   loaded file, then restored; every agent and offline algorithm checkpoints through it.
 //! - [`check`]: checks of caller tensors (rank, every dimension, kind, device, device
 //!   availability) before any libtorch op.
 //! - [`Mlp`] and [`EnsembleMlp`] ([`MlpConfig`]: widths, [`Activation`], LayerNorm,
@@ -78,6 +81,7 @@ pub mod error;
 pub mod init;
 pub mod mlp;
 pub mod optim;
+pub mod parts;
 pub mod rand;
 pub mod target;
 

@@ -167,17 +167,22 @@ impl Agent for Bc {
             updates: self.updates,
             rng: self.rng.clone(),
         };
-        let parts = common::Parts { stores: vec![("actor", &self.vs)], optims: vec![("actor", &self.opt)] };
+        let parts = common::Parts::new().store("actor", &self.vs).optim("actor", &self.opt);
         common::save(dir, KIND, FORMAT, &state, &parts)
     }
 
     fn load(&mut self, dir: &Path) -> AResult<()> {
         let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
-        common::same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        common::same(&ck.path, "shape", &ck.state.shape, &Shape::of(self.actor.obs_dim(), self.actor.bounds()))?;
-        let parts = common::Parts { stores: vec![("actor", &self.vs)], optims: vec![("actor", &self.opt)] };
+        rl_agents::AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
+        rl_agents::AgentError::ensure_same(
+            &ck.path,
+            "shape",
+            &ck.state.shape,
+            &Shape::of(self.actor.obs_dim(), self.actor.bounds()),
+        )?;
+        let parts = common::Parts::new().store("actor", &self.vs).optim("actor", &self.opt);
         parts.check(&ck.tensors, &ck.path)?;
-        common::restore(&[("actor", &self.vs)], &mut [("actor", &mut self.opt)], &ck.tensors, &ck.path)?;
+        rl_nn::parts::restore(&[("actor", &self.vs)], &mut [("actor", &mut self.opt)], &mut [], &ck.tensors, &ck.path)?;
         self.updates = ck.state.updates;
         self.rng = ck.state.rng;
         Ok(())

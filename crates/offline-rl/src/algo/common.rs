@@ -1,15 +1,15 @@
 //! Pieces the algorithms share: parameter setters, the actor–critic core of the TD3 family
 //! (deterministic actor, fused critic ensemble, their targets and optimisers), the cosine
-//! learning-rate schedule, checkpoint plumbing, and small tensor helpers.
+//! learning-rate schedule, checkpoint writing (the parts are [`rl_nn::parts`]), and small
+//! tensor helpers.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 
 use rand::Rng;
 use rl_agents::{ActionBounds, AgentError, DeterministicActor, EnsembleCritic, TargetSync};
 use rl_core::{Params, Valid};
 use rl_nn::optim::{Adam, AdamParams};
-use rl_nn::{LoadMode, MlpConfig};
+use rl_nn::MlpConfig;
 use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
@@ -176,15 +176,13 @@ impl ActorCritic {
     }
 
     pub(crate) fn parts(&self) -> Parts<'_> {
-        Parts {
-            stores: vec![
-                ("actor", &self.actor_vs),
-                ("actor_target", &self.actor_target_vs),
-                ("critic", &self.critic_vs),
-                ("critic_target", &self.critic_target_vs),
-            ],
-            optims: vec![("actor", &self.actor_opt), ("critic", &self.critic_opt)],
-        }
+        Parts::new()
+            .store("actor", &self.actor_vs)
+            .store("actor_target", &self.actor_target_vs)
+            .store("critic", &self.critic_vs)
+            .store("critic_target", &self.critic_target_vs)
+            .optim("actor", &self.actor_opt)
+            .optim("critic", &self.critic_opt)
     }
 }
 
@@ -202,31 +200,6 @@ pub(crate) fn check_noise(what: &str, t: &Tensor, rows: usize, cols: usize, devi
     Ok(())
 }
 
-/// The weights of `stores` under `prefix.` names (shallow copies; no optimiser state).
-pub(crate) fn weights(stores: &[(&str, &VarStore)]) -> Vec<(String, Tensor)> {
-    stores.iter().flat_map(|(prefix, vs)| rl_nn::checkpoint::var_store_tensors(vs, &format!("{prefix}."))).collect()
-}
-
-/// Copies `file` into `stores`: every variable must be present with its shape, and `file` may
-/// hold no other name (checked before anything is copied).
-pub(crate) fn set_weights(stores: &[(&str, &VarStore)], file: &BTreeMap<String, Tensor>) -> AResult<()> {
-    const WHAT: &str = "<weights>";
-    let mut known = std::collections::BTreeSet::new();
-    for (prefix, vs) in stores {
-        let p = format!("{prefix}.");
-        rl_nn::checkpoint::check_map(vs, file, &p, LoadMode::Strict, WHAT)?;
-        known.extend(rl_nn::checkpoint::var_store_tensors(vs, &p).into_iter().map(|(k, _)| k));
-    }
-    let extra: Vec<String> = file.keys().filter(|k| !known.contains(*k)).cloned().collect();
-    if !extra.is_empty() {
-        return Err(rl_nn::RlNnError::UnexpectedTensors { path: WHAT.into(), names: extra }.into());
-    }
-    for (prefix, vs) in stores {
-        rl_nn::checkpoint::load_map(vs, file, &format!("{prefix}."), LoadMode::Strict, WHAT)?;
-    }
-    Ok(())
-}
-
 /// `Σ_e mean_b (q_e − y)²` for critic values `q` `[E, B]` and targets `y` `[B]`.
 pub(crate) fn ensemble_mse(q: &Tensor, y: &Tensor) -> AResult<Tensor> {
     Ok(q.f_sub(&y.f_unsqueeze(0)?)?.f_square()?.f_mean_dim(1, false, Kind::Float)?.f_sum(Kind::Float)?)
@@ -238,72 +211,7 @@ pub(crate) fn expectile_loss(diff: &Tensor, tau: f64) -> AResult<Tensor> {
     Ok(w.f_mul(&diff.f_square()?)?.f_mean(Kind::Float)?)
 }
 
-/// The parts of an algorithm that hold tensors, each under a name prefix, for checkpoints.
-pub(crate) struct Parts<'a> {
-    pub(crate) stores: Vec<(&'a str, &'a VarStore)>,
-    pub(crate) optims: Vec<(&'a str, &'a Adam)>,
-}
-
-impl Parts<'_> {
-    pub(crate) fn collect(&self) -> AResult<Vec<(String, Tensor)>> {
-        let mut out = Vec::new();
-        for (prefix, vs) in &self.stores {
-            out.extend(rl_nn::checkpoint::var_store_tensors(vs, &format!("{prefix}.")));
-        }
-        for (prefix, opt) in &self.optims {
-            out.extend(opt.state_tensors(&format!("optim.{prefix}."))?);
-        }
-        Ok(out)
-    }
-
-    /// Checks that `file` holds exactly these tensors (names, shapes, finite values: a NaN
-    /// weight is [`rl_nn::RlNnError::NonFiniteTensor`]), copying nothing.
-    pub(crate) fn check(&self, file: &BTreeMap<String, Tensor>, path: &str) -> AResult<()> {
-        let mut known = std::collections::BTreeSet::new();
-        for (prefix, vs) in &self.stores {
-            let p = format!("{prefix}.");
-            rl_nn::checkpoint::check_map(vs, file, &p, LoadMode::Strict, path)?;
-            known.extend(rl_nn::checkpoint::var_store_tensors(vs, &p).into_iter().map(|(k, _)| k));
-        }
-        for (prefix, opt) in &self.optims {
-            let p = format!("optim.{prefix}.");
-            opt.check_state_tensors(file, &p, LoadMode::Strict, path)?;
-            known.extend(opt.state_tensors(&p)?.into_iter().map(|(k, _)| k));
-        }
-        let extra: Vec<String> = file.keys().filter(|k| !known.contains(*k)).cloned().collect();
-        if !extra.is_empty() {
-            return Err(rl_nn::RlNnError::UnexpectedTensors { path: path.into(), names: extra }.into());
-        }
-        Ok(())
-    }
-}
-
-/// Copies every store and optimiser state back (call [`Parts::check`] first).
-pub(crate) fn restore(
-    stores: &[(&str, &VarStore)],
-    optims: &mut [(&str, &mut Adam)],
-    file: &BTreeMap<String, Tensor>,
-    path: &str,
-) -> AResult<()> {
-    for (prefix, vs) in stores {
-        rl_nn::checkpoint::load_map(vs, file, &format!("{prefix}."), LoadMode::Strict, path)?;
-    }
-    for (prefix, opt) in optims.iter_mut() {
-        opt.load_state_tensors(file, &format!("optim.{prefix}."), LoadMode::Strict, path)?;
-    }
-    Ok(())
-}
-
-/// `AgentError::Corrupt` when a saved field differs from this object's.
-pub(crate) fn same<T: PartialEq + std::fmt::Debug>(path: &str, what: &str, saved: &T, ours: &T) -> AResult<()> {
-    if saved != ours {
-        return Err(AgentError::Corrupt {
-            path: path.into(),
-            reason: format!("{what} differs: checkpoint {saved:?}, this object {ours:?}"),
-        });
-    }
-    Ok(())
-}
+pub(crate) use rl_nn::parts::Parts;
 
 /// The widths and bounds every algorithm checkpoint records and checks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

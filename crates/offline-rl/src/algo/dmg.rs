@@ -538,7 +538,7 @@ impl Dmg {
     /// The network weights under checkpoint names (`actor.*`, `actor_target.*`, `critic.*`,
     /// `critic_target.*`, `value.*`; shallow copies, no optimiser state).
     pub fn weights(&self) -> Vec<(String, Tensor)> {
-        common::weights(&self.parts().stores)
+        rl_nn::parts::weights(&self.parts().stores)
     }
 
     /// Overwrites the network weights from `weights` (names as [`Dmg::weights`]; all present,
@@ -547,7 +547,7 @@ impl Dmg {
     /// # Errors
     /// [`rl_agents::AgentError::Nn`]-wrapped checkpoint errors naming the offending tensor.
     pub fn set_weights(&mut self, weights: &std::collections::BTreeMap<String, Tensor>) -> AResult<()> {
-        common::set_weights(&self.parts().stores, weights)
+        Ok(rl_nn::parts::set_weights(&self.parts().stores, weights)?)
     }
 }
 
@@ -597,11 +597,16 @@ impl Agent for Dmg {
 
     fn load(&mut self, dir: &Path) -> AResult<()> {
         let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
-        common::same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        common::same(&ck.path, "shape", &ck.state.shape, &Shape::of(self.nets.obs_dim, self.nets.actor.bounds()))?;
+        rl_agents::AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
+        rl_agents::AgentError::ensure_same(
+            &ck.path,
+            "shape",
+            &ck.state.shape,
+            &Shape::of(self.nets.obs_dim, self.nets.actor.bounds()),
+        )?;
         self.parts().check(&ck.tensors, &ck.path)?;
         let n = &mut self.nets;
-        common::restore(
+        rl_nn::parts::restore(
             &[
                 ("actor", &n.actor_vs),
                 ("actor_target", &n.actor_target_vs),
@@ -610,6 +615,7 @@ impl Agent for Dmg {
                 ("value", &self.value_vs),
             ],
             &mut [("actor", &mut n.actor_opt), ("critic", &mut n.critic_opt), ("value", &mut self.value_opt)],
+            &mut [],
             &ck.tensors,
             &ck.path,
         )?;

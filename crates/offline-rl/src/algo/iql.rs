@@ -411,15 +411,14 @@ impl Iql {
     }
 
     fn parts(&self) -> common::Parts<'_> {
-        common::Parts {
-            stores: vec![
-                ("actor", &self.actor_vs),
-                ("critic", &self.critic_vs),
-                ("critic_target", &self.critic_target_vs),
-                ("value", &self.value_vs),
-            ],
-            optims: vec![("actor", &self.actor_opt), ("critic", &self.critic_opt), ("value", &self.value_opt)],
-        }
+        common::Parts::new()
+            .store("actor", &self.actor_vs)
+            .store("critic", &self.critic_vs)
+            .store("critic_target", &self.critic_target_vs)
+            .store("value", &self.value_vs)
+            .optim("actor", &self.actor_opt)
+            .optim("critic", &self.critic_opt)
+            .optim("value", &self.value_opt)
     }
 }
 
@@ -508,10 +507,15 @@ impl Agent for Iql {
 
     fn load(&mut self, dir: &Path) -> AResult<()> {
         let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
-        common::same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        common::same(&ck.path, "shape", &ck.state.shape, &Shape::of(self.obs_dim, self.actor.mean().bounds()))?;
+        AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
+        AgentError::ensure_same(
+            &ck.path,
+            "shape",
+            &ck.state.shape,
+            &Shape::of(self.obs_dim, self.actor.mean().bounds()),
+        )?;
         self.parts().check(&ck.tensors, &ck.path)?;
-        common::restore(
+        rl_nn::parts::restore(
             &[
                 ("actor", &self.actor_vs),
                 ("critic", &self.critic_vs),
@@ -519,10 +523,10 @@ impl Agent for Iql {
                 ("value", &self.value_vs),
             ],
             &mut [("actor", &mut self.actor_opt), ("critic", &mut self.critic_opt), ("value", &mut self.value_opt)],
+            &mut [],
             &ck.tensors,
             &ck.path,
-        )
-        .map_err(|e: AgentError| e)?;
+        )?;
         self.updates = ck.state.updates;
         self.rng = ck.state.rng;
         self.sync_lr()?;

@@ -579,7 +579,7 @@ impl Scas {
     /// The network weights under checkpoint names (`actor.*`, `actor_target.*`, `critic.*`,
     /// `critic_target.*`, `dynamics.*`; shallow copies, no optimiser state).
     pub fn weights(&self) -> Vec<(String, Tensor)> {
-        common::weights(&self.parts().stores)
+        rl_nn::parts::weights(&self.parts().stores)
     }
 
     /// Overwrites the network weights from `weights` (names as [`Scas::weights`]; all present,
@@ -591,7 +591,7 @@ impl Scas {
     /// # Errors
     /// [`rl_agents::AgentError::Nn`]-wrapped checkpoint errors naming the offending tensor.
     pub fn set_weights(&mut self, weights: &std::collections::BTreeMap<String, Tensor>) -> AResult<()> {
-        common::set_weights(&self.parts().stores, weights)
+        Ok(rl_nn::parts::set_weights(&self.parts().stores, weights)?)
     }
 }
 
@@ -653,11 +653,16 @@ impl Agent for Scas {
 
     fn load(&mut self, dir: &Path) -> AResult<()> {
         let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
-        common::same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        common::same(&ck.path, "shape", &ck.state.shape, &Shape::of(self.nets.obs_dim, self.nets.actor.bounds()))?;
+        rl_agents::AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
+        rl_agents::AgentError::ensure_same(
+            &ck.path,
+            "shape",
+            &ck.state.shape,
+            &Shape::of(self.nets.obs_dim, self.nets.actor.bounds()),
+        )?;
         self.parts().check(&ck.tensors, &ck.path)?;
         let n = &mut self.nets;
-        common::restore(
+        rl_nn::parts::restore(
             &[
                 ("actor", &n.actor_vs),
                 ("actor_target", &n.actor_target_vs),
@@ -666,6 +671,7 @@ impl Agent for Scas {
                 ("dynamics", &self.dyn_vs),
             ],
             &mut [("actor", &mut n.actor_opt), ("critic", &mut n.critic_opt), ("dynamics", &mut self.dyn_opt)],
+            &mut [],
             &ck.tensors,
             &ck.path,
         )?;

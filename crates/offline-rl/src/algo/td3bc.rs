@@ -267,7 +267,7 @@ impl Td3Bc {
     /// `critic_target.*`; shallow copies, no optimiser state), e.g. to compare with another
     /// implementation.
     pub fn weights(&self) -> Vec<(String, Tensor)> {
-        common::weights(&self.nets.parts().stores)
+        rl_nn::parts::weights(&self.nets.parts().stores)
     }
 
     /// Overwrites the network weights from `weights` (names as [`Td3Bc::weights`]; every one
@@ -278,7 +278,7 @@ impl Td3Bc {
     /// [`rl_agents::AgentError::Nn`]-wrapped checkpoint errors naming the missing, misshapen or
     /// unexpected tensor.
     pub fn set_weights(&mut self, weights: &std::collections::BTreeMap<String, Tensor>) -> AResult<()> {
-        common::set_weights(&self.nets.parts().stores, weights)
+        Ok(rl_nn::parts::set_weights(&self.nets.parts().stores, weights)?)
     }
 }
 
@@ -328,11 +328,16 @@ impl Agent for Td3Bc {
 
     fn load(&mut self, dir: &Path) -> AResult<()> {
         let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
-        common::same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        common::same(&ck.path, "shape", &ck.state.shape, &Shape::of(self.nets.obs_dim, self.nets.actor.bounds()))?;
+        rl_agents::AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
+        rl_agents::AgentError::ensure_same(
+            &ck.path,
+            "shape",
+            &ck.state.shape,
+            &Shape::of(self.nets.obs_dim, self.nets.actor.bounds()),
+        )?;
         self.nets.parts().check(&ck.tensors, &ck.path)?;
         let n = &mut self.nets;
-        common::restore(
+        rl_nn::parts::restore(
             &[
                 ("actor", &n.actor_vs),
                 ("actor_target", &n.actor_target_vs),
@@ -340,6 +345,7 @@ impl Agent for Td3Bc {
                 ("critic_target", &n.critic_target_vs),
             ],
             &mut [("actor", &mut n.actor_opt), ("critic", &mut n.critic_opt)],
+            &mut [],
             &ck.tensors,
             &ck.path,
         )?;
