@@ -27,14 +27,18 @@
 //! from gymnasium's reset state with [`Locomotion::reset_to_state`]).
 
 mod locomotion;
+mod pendulum;
 mod point_maze;
+mod sim;
 
 use std::path::{Path, PathBuf};
 
 pub use locomotion::{
     AntParams, HalfCheetahParams, HopperParams, Locomotion, LocomotionState, LocomotionTask, Walker2dParams,
 };
+pub use pendulum::{InvertedDoublePendulum, InvertedDoublePendulumParams, InvertedPendulum, InvertedPendulumParams};
 pub use point_maze::{MujocoPointMass, MujocoPointMaze, MujocoPointState};
+pub use sim::{GymVersion, MujocoState};
 
 use crate::error::{EnvError, Result};
 
