@@ -13,7 +13,8 @@ use common::{action, assert_close, assert_info, load, max_rel_err, to_f64, Case}
 use ndarray::Array1;
 use rl_core::{Env, Info, Params};
 use rl_envs::mujoco::{
-    GymVersion, InvertedDoublePendulum, InvertedDoublePendulumParams, InvertedPendulum, InvertedPendulumParams,
+    GymVersion, InvertedDoublePendulum, InvertedDoublePendulumParams, InvertedPendulum, InvertedPendulumParams, Pusher,
+    PusherParams, Reacher, ReacherParams,
 };
 use rl_envs::rng::NumpyRng;
 use serde_json::Value;
@@ -81,6 +82,8 @@ macro_rules! replay {
 }
 replay!(InvertedPendulum);
 replay!(InvertedDoublePendulum);
+replay!(Reacher);
+replay!(Pusher);
 
 #[derive(Default)]
 struct Tally {
@@ -203,4 +206,37 @@ fn v4_rejects_v5_only_parameters_and_xml_file_is_the_callers() {
     assert_eq!(oa, ob);
     let act = ndarray::arr1(&[0.5f32]);
     assert_eq!(a.step(act.view()).unwrap().obs, b.step(act.view()).unwrap().obs);
+}
+
+#[test]
+fn reacher_matches_gymnasium() {
+    let mut tally = Tally::default();
+    for case in cases("Reacher-") {
+        let p = ReacherParams::default()
+            .version(version(&case))
+            .frame_skip(kw_usize(&case, "frame_skip", 2))
+            .reward_dist_weight(kw_f64(&case, "reward_dist_weight", 1.0))
+            .reward_control_weight(kw_f64(&case, "reward_control_weight", 1.0));
+        let mut env = Reacher::new(p.check().unwrap()).unwrap();
+        // the goal's rejection sampling included
+        run(&mut env, &case, true, &mut tally);
+    }
+    assert!(tally.truncations >= 2, "fixture covers the time limit");
+    report("Reacher", &tally);
+}
+
+#[test]
+fn pusher_matches_gymnasium() {
+    let mut tally = Tally::default();
+    for case in cases("Pusher-") {
+        let p = PusherParams::default()
+            .frame_skip(kw_usize(&case, "frame_skip", 5))
+            .reward_near_weight(kw_f64(&case, "reward_near_weight", 0.5))
+            .reward_dist_weight(kw_f64(&case, "reward_dist_weight", 1.0))
+            .reward_control_weight(kw_f64(&case, "reward_control_weight", 0.1));
+        let mut env = Pusher::new(p.check().unwrap()).unwrap();
+        run(&mut env, &case, true, &mut tally);
+    }
+    assert!(tally.truncations >= 1, "fixture covers the time limit");
+    report("Pusher", &tally);
 }

@@ -27,6 +27,7 @@
 //! from gymnasium's reset state with [`Locomotion::reset_to_state`]).
 
 mod locomotion;
+mod manipulation;
 mod pendulum;
 mod point_maze;
 mod sim;
@@ -36,6 +37,7 @@ use std::path::{Path, PathBuf};
 pub use locomotion::{
     AntParams, HalfCheetahParams, HopperParams, Locomotion, LocomotionState, LocomotionTask, Walker2dParams,
 };
+pub use manipulation::{Pusher, PusherParams, Reacher, ReacherParams};
 pub use pendulum::{InvertedDoublePendulum, InvertedDoublePendulumParams, InvertedPendulum, InvertedPendulumParams};
 pub use point_maze::{MujocoPointMass, MujocoPointMaze, MujocoPointState};
 pub use sim::{GymVersion, MujocoState};
