@@ -13,8 +13,8 @@ use common::{action, assert_close, assert_info, load, max_rel_err, to_f64, Case}
 use ndarray::Array1;
 use rl_core::{Env, Info, Params};
 use rl_envs::mujoco::{
-    GymVersion, InvertedDoublePendulum, InvertedDoublePendulumParams, InvertedPendulum, InvertedPendulumParams, Pusher,
-    PusherParams, Reacher, ReacherParams,
+    GymVersion, Humanoid, HumanoidParams, InvertedDoublePendulum, InvertedDoublePendulumParams, InvertedPendulum,
+    InvertedPendulumParams, Pusher, PusherParams, Reacher, ReacherParams,
 };
 use rl_envs::rng::NumpyRng;
 use serde_json::Value;
@@ -84,6 +84,18 @@ replay!(InvertedPendulum);
 replay!(InvertedDoublePendulum);
 replay!(Reacher);
 replay!(Pusher);
+
+impl Replay for Humanoid {
+    fn qpos_qvel(&self) -> (Vec<f64>, Vec<f64>) {
+        (self.qpos().to_vec(), self.qvel().to_vec())
+    }
+    fn start_from(&mut self, qpos: &[f64], qvel: &[f64]) -> Array1<f32> {
+        self.reset_to_state(qpos, qvel).unwrap()
+    }
+    fn reset_info(&self) -> Info {
+        Humanoid::reset_info(self)
+    }
+}
 
 #[derive(Default)]
 struct Tally {
@@ -239,4 +251,52 @@ fn pusher_matches_gymnasium() {
     }
     assert!(tally.truncations >= 1, "fixture covers the time limit");
     report("Pusher", &tally);
+}
+
+#[test]
+fn humanoid_matches_gymnasium() {
+    let mut tally = Tally::default();
+    for case in cases("Humanoid-") {
+        let d = HumanoidParams::default();
+        let p = HumanoidParams::default()
+            .version(version(&case))
+            .frame_skip(kw_usize(&case, "frame_skip", 5))
+            .forward_reward_weight(kw_f64(&case, "forward_reward_weight", d.forward_reward_weight))
+            .ctrl_cost_weight(kw_f64(&case, "ctrl_cost_weight", d.ctrl_cost_weight))
+            .contact_cost_weight(kw_f64(&case, "contact_cost_weight", d.contact_cost_weight))
+            .contact_cost_range(kw_range(&case, "contact_cost_range", d.contact_cost_range))
+            .healthy_reward(kw_f64(&case, "healthy_reward", d.healthy_reward))
+            .terminate_when_unhealthy(kw_bool(&case, "terminate_when_unhealthy", true))
+            .healthy_z_range(kw_range(&case, "healthy_z_range", d.healthy_z_range))
+            .reset_noise_scale(kw_f64(&case, "reset_noise_scale", d.reset_noise_scale))
+            .exclude_current_positions_from_observation(kw_bool(
+                &case,
+                "exclude_current_positions_from_observation",
+                true,
+            ))
+            .include_cinert_in_observation(kw_bool(&case, "include_cinert_in_observation", true))
+            .include_cvel_in_observation(kw_bool(&case, "include_cvel_in_observation", true))
+            .include_qfrc_actuator_in_observation(kw_bool(&case, "include_qfrc_actuator_in_observation", true))
+            .include_cfrc_ext_in_observation(kw_bool(&case, "include_cfrc_ext_in_observation", true));
+        let mut env = Humanoid::new(p.check().unwrap()).unwrap();
+        run(&mut env, &case, true, &mut tally);
+    }
+    assert!(tally.terminations >= 2, "fixture covers terminations");
+    report("Humanoid", &tally);
+}
+
+#[test]
+fn humanoid_v4_rejects_v5_only_parameters() {
+    let v4 = || HumanoidParams::default().version(GymVersion::V4);
+    for (p, name) in [
+        (v4().include_cvel_in_observation(false), "include_cvel_in_observation"),
+        (v4().contact_cost_weight(1e-3), "contact_cost_weight"),
+        (v4().frame_skip(3), "frame_skip"),
+    ] {
+        let e = p.check().unwrap_err();
+        assert!(e.to_string().contains(name), "{e}");
+    }
+    let e = HumanoidParams::default().contact_cost_range([1.0, 0.0]).check().unwrap_err();
+    assert!(e.to_string().contains("contact_cost_range"), "{e}");
+    assert!(v4().ctrl_cost_weight(0.3).healthy_z_range([1.2, 2.0]).check().is_ok());
 }

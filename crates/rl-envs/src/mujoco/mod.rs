@@ -26,6 +26,7 @@
 //! not NumPy's, so those two resets match gymnasium in distribution only (the test starts them
 //! from gymnasium's reset state with [`Locomotion::reset_to_state`]).
 
+mod humanoid;
 mod locomotion;
 mod manipulation;
 mod pendulum;
@@ -34,6 +35,7 @@ mod sim;
 
 use std::path::{Path, PathBuf};
 
+pub use humanoid::{Humanoid, HumanoidParams};
 pub use locomotion::{
     AntParams, HalfCheetahParams, HopperParams, Locomotion, LocomotionState, LocomotionTask, Walker2dParams,
 };
