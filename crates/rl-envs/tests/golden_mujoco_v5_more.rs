@@ -300,3 +300,61 @@ fn humanoid_v4_rejects_v5_only_parameters() {
     assert!(e.to_string().contains("contact_cost_range"), "{e}");
     assert!(v4().ctrl_cost_weight(0.3).healthy_z_range([1.2, 2.0]).check().is_ok());
 }
+
+/// Snapshots restore every environment exactly; a foreign snapshot, a step outside an episode
+/// and a NaN or wrong-length action are typed errors.
+#[test]
+fn snapshots_restore_and_bad_input_is_an_error() {
+    use rl_envs::mujoco::MujocoState;
+    use rl_envs::{EnvError, Snapshot};
+
+    fn check<E: Env + Snapshot<State = MujocoState>>(mut env: E, name: &str) {
+        let dim = env.action_space().dim();
+        let a = ndarray::Array1::from_elem(dim, 0.1f32);
+        assert!(env.step(a.view()).is_err(), "{name}: step before reset");
+        env.reset(&mut NumpyRng::new(5)).unwrap();
+        env.step(a.view()).unwrap();
+        let snap = env.snapshot();
+        let first: Vec<_> = (0..3).map(|_| env.step(a.view()).unwrap()).collect();
+        env.restore(&snap).unwrap();
+        for (t, want) in first.iter().enumerate() {
+            let got = env.step(a.view()).unwrap();
+            assert_eq!((&got.obs, got.reward), (&want.obs, want.reward), "{name}: step {t} after restore");
+        }
+        let mut bad = snap.clone();
+        bad.carry.push(0.0);
+        assert!(matches!(env.restore(&bad), Err(EnvError::BadSnapshot { .. })), "{name}: extra carried value");
+        let mut bad = snap.clone();
+        bad.physics.pop();
+        assert!(matches!(env.restore(&bad), Err(EnvError::BadSnapshot { .. })), "{name}: short snapshot");
+        let mut nan = snap.clone();
+        nan.physics[1] = f64::NAN;
+        assert!(matches!(env.restore(&nan), Err(EnvError::BadSnapshot { .. })), "{name}: NaN snapshot");
+        let wrong = ndarray::Array1::from_elem(dim + 1, 0.0f32);
+        assert!(env.step(wrong.view()).is_err(), "{name}: wrong action length");
+        let mut nan_action = a.clone();
+        nan_action[0] = f32::NAN;
+        assert!(env.step(nan_action.view()).is_err(), "{name}: NaN action");
+        assert!(env.step(a.view()).is_ok(), "{name}: the episode goes on after rejected actions");
+    }
+    check(InvertedPendulum::new(InvertedPendulumParams::default().check().unwrap()).unwrap(), "InvertedPendulum");
+    check(
+        InvertedDoublePendulum::new(InvertedDoublePendulumParams::default().check().unwrap()).unwrap(),
+        "InvertedDoublePendulum",
+    );
+    check(Reacher::new(ReacherParams::default().check().unwrap()).unwrap(), "Reacher");
+    check(Reacher::new(ReacherParams::default().version(GymVersion::V4).check().unwrap()).unwrap(), "Reacher-v4");
+    check(Pusher::new(PusherParams::default().check().unwrap()).unwrap(), "Pusher");
+    check(Humanoid::new(HumanoidParams::default().check().unwrap()).unwrap(), "Humanoid");
+    check(Humanoid::new(HumanoidParams::default().version(GymVersion::V4).check().unwrap()).unwrap(), "Humanoid-v4");
+}
+
+/// A caller's model without the bodies an environment reads is a typed error.
+#[test]
+fn xml_file_without_the_needed_bodies_is_an_error() {
+    let pendulum = rl_envs::mujoco::find_asset("inverted_pendulum.xml", None).unwrap();
+    let e = Reacher::new(ReacherParams::default().xml_file(Some(pendulum.clone())).check().unwrap()).unwrap_err();
+    assert!(matches!(e, rl_envs::EnvError::Mujoco(_)), "{e}");
+    let e = Pusher::new(PusherParams::default().xml_file(Some(pendulum)).check().unwrap()).unwrap_err();
+    assert!(matches!(e, rl_envs::EnvError::Mujoco(_)), "{e}");
+}

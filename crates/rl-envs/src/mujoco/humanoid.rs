@@ -181,6 +181,9 @@ pub struct Humanoid {
     sim: Sim,
     /// `np.sum(model.body_mass)`.
     total_mass: f64,
+    /// The centre of mass the next step's velocity is measured from (gymnasium recomputes it
+    /// from MuJoCo's positions before the step, which after `mj_step` are the last substep's).
+    com: [f64; 2],
     obs_space: Space,
 }
 
@@ -198,7 +201,8 @@ impl Humanoid {
         sim.expect("positions", sim.init_qpos.len(), 3)?;
         sim.expect("velocities", sim.init_qvel.len(), 6)?;
         let total_mass = pairwise_sum(sim.data.model().body_mass());
-        let mut env = Self { params, sim, total_mass, obs_space: Space::symmetric(1, f32::INFINITY)? };
+        let mut env = Self { params, sim, total_mass, com: [0.0; 2], obs_space: Space::symmetric(1, f32::INFINITY)? };
+        env.com = env.mass_center();
         env.obs_space = Space::symmetric(env.observe().len(), f32::INFINITY)?;
         Ok(env)
     }
@@ -229,6 +233,7 @@ impl Humanoid {
     /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
     pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
         self.sim.set_state(qpos, qvel)?;
+        self.com = self.mass_center();
         Ok(self.observe())
     }
 
@@ -306,9 +311,10 @@ impl Env for Humanoid {
     }
 
     fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
-        let before = self.mass_center();
+        let before = self.com;
         self.sim.simulate(action)?;
         let after = self.mass_center();
+        self.com = after;
         let dt = self.sim.dt;
         let (x_vel, y_vel) = ((after[0] - before[0]) / dt, (after[1] - before[1]) / dt);
         let p = &self.params;
@@ -358,10 +364,12 @@ impl Snapshot for Humanoid {
     type State = MujocoState;
 
     fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot()
+        self.sim.snapshot(self.com.to_vec())
     }
 
     fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state)
+        self.sim.restore(state, 2)?;
+        self.com = [state.carry[0], state.carry[1]];
+        Ok(())
     }
 }

@@ -116,6 +116,9 @@ pub struct Reacher {
     sim: Sim,
     fingertip: usize,
     target: usize,
+    /// `fingertip − target` as the last step (or reset) left it: v4's reward reads it before
+    /// the next step.
+    tip: [f64; 3],
     obs_space: Space,
 }
 
@@ -133,7 +136,9 @@ impl Reacher {
         sim.expect("positions", sim.init_qpos.len(), 4)?;
         sim.expect("velocities", sim.init_qvel.len(), 2)?;
         let (fingertip, target) = (sim.body("fingertip")?, sim.body("target")?);
-        let mut env = Self { params, sim, fingertip, target, obs_space: Space::symmetric(1, f32::INFINITY)? };
+        let mut env =
+            Self { params, sim, fingertip, target, tip: [0.0; 3], obs_space: Space::symmetric(1, f32::INFINITY)? };
+        env.tip = env.tip_to_target();
         env.obs_space = Space::symmetric(env.observe().len(), f32::INFINITY)?;
         Ok(env)
     }
@@ -164,6 +169,7 @@ impl Reacher {
     /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
     pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
         self.sim.set_state(qpos, qvel)?;
+        self.tip = self.tip_to_target();
         Ok(self.observe())
     }
 
@@ -179,12 +185,12 @@ impl Reacher {
         o.extend(q[2..].iter().map(|&v| v as f32));
         o.extend(d.qvel()[..2].iter().map(|&v| v as f32));
         let n = if self.params.version == GymVersion::V5 { 2 } else { 3 };
-        o.extend(self.tip_to_target()[..n].iter().map(|&v| v as f32));
+        o.extend(self.tip[..n].iter().map(|&v| v as f32));
         Array1::from(o)
     }
 
     fn rewards(&self, action: ArrayView1<'_, f32>) -> (f64, f64) {
-        let dist = -numpy_norm(&self.tip_to_target()) * self.params.reward_dist_weight;
+        let dist = -numpy_norm(&self.tip) * self.params.reward_dist_weight;
         (dist, ctrl_reward(self.params.reward_control_weight, action))
     }
 }
@@ -222,6 +228,7 @@ impl Env for Reacher {
         crate::common::check_box_action(&self.sim.act_space, action)?;
         let before = (self.params.version == GymVersion::V4).then(|| self.rewards(action));
         self.sim.simulate(action)?;
+        self.tip = self.tip_to_target();
         let (dist, ctrl) = before.unwrap_or_else(|| self.rewards(action));
         let mut info = Info::with_capacity(2);
         info.insert("reward_dist", dist);
@@ -235,11 +242,13 @@ impl Snapshot for Reacher {
     type State = MujocoState;
 
     fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot()
+        self.sim.snapshot(self.tip.to_vec())
     }
 
     fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state)
+        self.sim.restore(state, 3)?;
+        self.tip = [state.carry[0], state.carry[1], state.carry[2]];
+        Ok(())
     }
 }
 
@@ -432,10 +441,10 @@ impl Snapshot for Pusher {
     type State = MujocoState;
 
     fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot()
+        self.sim.snapshot(Vec::new())
     }
 
     fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state)
+        self.sim.restore(state, 0)
     }
 }

@@ -206,11 +206,11 @@ impl Snapshot for InvertedPendulum {
     type State = MujocoState;
 
     fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot()
+        self.sim.snapshot(Vec::new())
     }
 
     fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state)
+        self.sim.restore(state, 0)
     }
 }
 
@@ -424,10 +424,10 @@ impl Snapshot for InvertedDoublePendulum {
     type State = MujocoState;
 
     fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot()
+        self.sim.snapshot(Vec::new())
     }
 
     fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state)
+        self.sim.restore(state, 0)
     }
 }

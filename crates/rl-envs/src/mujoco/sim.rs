@@ -28,6 +28,11 @@ pub enum GymVersion {
 pub struct MujocoState {
     /// MuJoCo's integration state (`mj_getState` with `mjSTATE_INTEGRATION`).
     pub physics: Vec<f64>,
+    /// Values a step reads that `mj_forward` after restoring `physics` would not reproduce
+    /// (MuJoCo's positions after `mj_step` are those of the last substep's start): Humanoid,
+    /// the centre of mass `[x, y]` the next velocity is measured from; Reacher, the
+    /// fingertip − target vector (v4's reward reads it before the step); empty for the others.
+    pub carry: Vec<f64>,
     /// Step counter and episode flags.
     pub clock: EpisodeClock,
 }
@@ -197,13 +202,26 @@ impl Sim {
         Ok(())
     }
 
-    pub fn snapshot(&self) -> MujocoState {
-        MujocoState { physics: self.data.state(MjtState::mjSTATE_INTEGRATION as u32).to_vec(), clock: self.clock }
+    pub fn snapshot(&self, carry: Vec<f64>) -> MujocoState {
+        MujocoState {
+            physics: self.data.state(MjtState::mjSTATE_INTEGRATION as u32).to_vec(),
+            carry,
+            clock: self.clock,
+        }
     }
 
+    /// Restores `state`, whose `carry` must have `carry_len` values (the caller applies them).
+    ///
     /// # Errors
     /// [`EnvError::BadSnapshot`] for a state of another length or with non-finite values.
-    pub fn restore(&mut self, state: &MujocoState) -> Result<()> {
+    pub fn restore(&mut self, state: &MujocoState, carry_len: usize) -> Result<()> {
+        if state.carry.len() != carry_len {
+            return Err(EnvError::snapshot(format!(
+                "{} carried values, this environment has {carry_len}",
+                state.carry.len()
+            )));
+        }
+        crate::common::snapshot_finite("carried values", &state.carry)?;
         let spec = MjtState::mjSTATE_INTEGRATION as u32;
         let expected = self.data.model().state_size(spec);
         if state.physics.len() != expected {
