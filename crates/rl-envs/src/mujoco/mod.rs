@@ -1,4 +1,5 @@
-//! MuJoCo environments (feature `mujoco`): gymnasium v4 locomotion and the MuJoCo point maze.
+//! MuJoCo environments (feature `mujoco`): gymnasium v4 locomotion, the v5 (and v4)
+//! pendulums, Reacher, Pusher and Humanoid, and the MuJoCo point maze.
 //!
 //! | environment | constructor | gymnasium id | obs | act | frame skip × dt |
 //! |---|---|---|---|---|---|
@@ -7,6 +8,11 @@
 //! | Walker2d | [`Locomotion::walker2d`] | `Walker2d-v4` | 17 | 6 | 4 × 0.002 |
 //! | Ant | [`Locomotion::ant`] | `Ant-v4` | 27 (111 with contact forces) | 8 | 5 × 0.01 |
 //! | point maze | [`MujocoPointMaze::new`] | gymnasium-robotics `PointMaze_*-v3` | 6 / 4 | 2 | 1 × 0.01 |
+//! | InvertedPendulum | [`InvertedPendulum::new`] | `InvertedPendulum-v5` / `-v4` | 4 | 1 | 2 × 0.02 |
+//! | InvertedDoublePendulum | [`InvertedDoublePendulum::new`] | `InvertedDoublePendulum-v5` / `-v4` | 9 / 11 | 1 | 5 × 0.01 |
+//! | Reacher | [`Reacher::new`] | `Reacher-v5` / `-v4` | 10 / 11 | 2 | 2 × 0.01 |
+//! | Pusher | [`Pusher::new`] | `Pusher-v5` | 23 | 7 | 5 × 0.01 |
+//! | Humanoid | [`Humanoid::new`] | `Humanoid-v5` / `-v4` | 348 / 376 | 17 | 5 × 0.003 |
 //!
 //! The physics is MuJoCo 3.17.0 itself, through `mujoco-rs` 7 and the `libmujoco.so` of the
 //! PyPI `mujoco==3.17.0` wheel (`make provision-mujoco` links it as `.mujoco`; the build embeds
@@ -17,6 +23,15 @@
 //! `make provision-mujoco` links to `gymnasium/envs/mujoco/assets`. A missing file is
 //! [`EnvError::Missing`] naming it and the folders searched; a linked MuJoCo other than 3.17.0
 //! is [`EnvError::Mujoco`].
+//!
+//! The v5 environments ([`InvertedPendulum`], [`InvertedDoublePendulum`], [`Reacher`],
+//! [`Pusher`], [`Humanoid`]; [`GymVersion`] selects v4 where gymnasium has one on MuJoCo 3)
+//! take every kwarg of gymnasium's `*_v5.py`, `xml_file` included (the caller's path, read as
+//! is; `None` = the wheel's file found as above), and return gymnasium's infos. Their rollouts
+//! are bit-identical to gymnasium's after the float32 cast of observations and rewards, infos
+//! exactly (`tests/golden_mujoco_v5_more.rs`); seeded resets reproduce gymnasium's draws
+//! (Reacher's goal and Pusher's cylinder rejection sampling included), except
+//! InvertedDoublePendulum's normal velocity noise.
 //!
 //! Rewards, terminations, observation layouts and reset noise follow gymnasium 1.4's
 //! `*_v4.py`; the calls into MuJoCo are the same (`mj_resetData`, `mj_forward` after setting
