@@ -9,7 +9,7 @@
 //! |---|---|---|---|
 //! | [`classic`] | Pendulum-v1, CartPole-v1, MountainCarContinuous-v0 | gymnasium 1.4 `classic_control` | 1e-6 |
 //! | [`mpe`] | simple spread, tag, adversary, push, reference, speaker-listener, crypto, world comm ([`MultiAgentEnv`]) | mpe2 1.1.1 (PettingZoo MPE) | 1e-6 (push and the communication scenarios: 0) |
-//! | `mujoco` (feature `mujoco`) | Hopper-v4, HalfCheetah-v4, Walker2d-v4, Ant-v4; MuJoCo point maze | gymnasium 1.4 `mujoco/*_v4.py` on MuJoCo 3.17.0; gymnasium-robotics | 1e-4 |
+//! | `mujoco` (feature `mujoco`) | Hopper, HalfCheetah, Walker2d, Ant, Swimmer, InvertedPendulum, InvertedDoublePendulum, Reacher, Humanoid (v4 and v5), Pusher-v5; MuJoCo point maze | gymnasium 1.4 `mujoco/*_v4.py`, `*_v5.py` on MuJoCo 3.17.0; gymnasium-robotics | 1e-4 (measured: bit-identical after the float32 cast) |
 //! | [`maze`] | PointMaze (D4RL maze2d layouts), sparse / dense; D4RL's waypoint controller | gymnasium-robotics 1.4.2 `PointMaze_*-v3`, D4RL | 1e-6 (MuJoCo's soft wall contact re-implemented) |
 //!
 //! Every environment:

@@ -16,7 +16,7 @@ use crate::rng::{standard_normal, uniform};
 use crate::traits::{check_task, Snapshot, TaskParam, TaskParams};
 
 /// `f64` that serialises infinities as the strings `"inf"` / `"-inf"` (JSON has no infinity).
-mod f64_inf {
+pub(super) mod f64_inf {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &[f64; 2], s: S) -> Result<S::Ok, S::Error> {
@@ -95,7 +95,7 @@ fn numpy_norm2(xy: [f64; 2]) -> f64 {
     xy[1].mul_add(xy[1], xy[0] * xy[0]).sqrt()
 }
 
-fn check_range(name: &str, r: [f64; 2]) -> Result<()> {
+pub(super) fn check_range(name: &str, r: [f64; 2]) -> Result<()> {
     if r[0].is_nan() || r[1].is_nan() || r[0] >= r[1] {
         return Err(EnvError::invalid(name, format!("{r:?}"), "need min < max"));
     }
@@ -116,6 +116,7 @@ macro_rules! setters {
         }
     };
 }
+pub(super) use setters;
 
 /// Parameters of Hopper (gymnasium `Hopper-v4`); the defaults are gymnasium's.
 ///
@@ -194,7 +195,7 @@ setters!(HopperParams {
     assets_dir: Option<PathBuf>,
 });
 
-fn finite(name: &str, v: f64) -> Result<()> {
+pub(super) fn finite(name: &str, v: f64) -> Result<()> {
     if !v.is_finite() {
         return Err(EnvError::invalid(name, v, "must be finite"));
     }

@@ -1,4 +1,5 @@
-//! MuJoCo environments (feature `mujoco`): gymnasium v4 and v5 locomotion and the MuJoCo point maze.
+//! MuJoCo environments (feature `mujoco`): gymnasium v4 and v5 locomotion, the v5 (and v4)
+//! pendulums, Reacher, Pusher and Humanoid, and the MuJoCo point maze.
 //!
 //! | environment | constructor | gymnasium id | obs | act | frame skip × dt |
 //! |---|---|---|---|---|---|
@@ -13,6 +14,11 @@
 //! | Ant | [`Locomotion::ant_v5`] | `Ant-v5` | 105 (27 without contact forces) | 8 | 5 × 0.01 |
 //! | Swimmer | [`Locomotion::swimmer_v5`] | `Swimmer-v5` | 8 | 2 | 4 × 0.01 |
 //! | point maze | [`MujocoPointMaze::new`] | gymnasium-robotics `PointMaze_*-v3` | 6 / 4 | 2 | 1 × 0.01 |
+//! | InvertedPendulum | [`InvertedPendulum::new`] | `InvertedPendulum-v5` / `-v4` | 4 | 1 | 2 × 0.02 |
+//! | InvertedDoublePendulum | [`InvertedDoublePendulum::new`] | `InvertedDoublePendulum-v5` / `-v4` | 9 / 11 | 1 | 5 × 0.01 |
+//! | Reacher | [`Reacher::new`] | `Reacher-v5` / `-v4` | 10 / 11 | 2 | 2 × 0.01 |
+//! | Pusher | [`Pusher::new`] | `Pusher-v5` | 23 | 7 | 5 × 0.01 |
+//! | Humanoid | [`Humanoid::new`] | `Humanoid-v5` / `-v4` | 348 / 376 | 17 | 5 × 0.003 |
 //!
 //! The physics is MuJoCo 3.17.0 itself, through `mujoco-rs` 7 and the `libmujoco.so` of the
 //! PyPI `mujoco==3.17.0` wheel (`make provision-mujoco` links it as `.mujoco`; the build embeds
@@ -24,6 +30,15 @@
 //! [`EnvError::Missing`] naming it and the folders searched; a linked MuJoCo other than 3.17.0
 //! is [`EnvError::Mujoco`].
 //!
+//! The v5 environments ([`InvertedPendulum`], [`InvertedDoublePendulum`], [`Reacher`],
+//! [`Pusher`], [`Humanoid`]; [`GymVersion`] selects v4 where gymnasium has one on MuJoCo 3)
+//! take every kwarg of gymnasium's `*_v5.py`, `xml_file` included (the caller's path, read as
+//! is; `None` = the wheel's file found as above), and return gymnasium's infos. Their rollouts
+//! are bit-identical to gymnasium's after the float32 cast of observations and rewards, infos
+//! exactly (`tests/golden_mujoco_v5_more.rs`); seeded resets reproduce gymnasium's draws
+//! (Reacher's goal and Pusher's cylinder rejection sampling included), except
+//! InvertedDoublePendulum's normal velocity noise.
+//!
 //! Rewards, terminations, observation layouts, infos and reset noise follow gymnasium 1.4's
 //! `*_v4.py` and `*_v5.py` (v5's `xml_file` may name a caller's model: see
 //! [`HopperV5Params`]); the calls into MuJoCo are the same (`mj_resetData`, `mj_forward` after setting
@@ -33,16 +48,24 @@
 //! not NumPy's, so those two resets match gymnasium in distribution only (the test starts them
 //! from gymnasium's reset state with [`Locomotion::reset_to_state`]).
 
+mod humanoid;
 mod locomotion;
+mod manipulation;
+mod pendulum;
 mod point_maze;
+mod sim;
 
 use std::path::{Path, PathBuf};
 
+pub use humanoid::{Humanoid, HumanoidParams};
 pub use locomotion::{
     AntParams, AntV5Params, HalfCheetahParams, HalfCheetahV5Params, HopperParams, HopperV5Params, Locomotion,
     LocomotionState, LocomotionTask, MainBody, SwimmerParams, SwimmerV5Params, Walker2dParams, Walker2dV5Params,
 };
+pub use manipulation::{Pusher, PusherParams, Reacher, ReacherParams};
+pub use pendulum::{InvertedDoublePendulum, InvertedDoublePendulumParams, InvertedPendulum, InvertedPendulumParams};
 pub use point_maze::{MujocoPointMass, MujocoPointMaze, MujocoPointState};
+pub use sim::{GymVersion, MujocoState};
 
 use crate::error::{EnvError, Result};
 

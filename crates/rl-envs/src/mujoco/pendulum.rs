@@ -1,0 +1,433 @@
+//! Gymnasium's InvertedPendulum and InvertedDoublePendulum (v5, and v4) on MuJoCo.
+
+use std::path::PathBuf;
+
+use ndarray::{Array1, ArrayView1};
+use rand::RngCore;
+use rl_core::{Env, Info, Params, RlCoreError, Space, Step, Valid};
+use serde::{Deserialize, Serialize};
+
+use super::locomotion::{finite, setters};
+use super::sim::{add_uniform, GymVersion, MujocoState, Sim};
+use crate::common::non_negative;
+use crate::error::{EnvError, Result};
+use crate::rng::standard_normal;
+use crate::traits::Snapshot;
+
+/// Under [`GymVersion::V4`], gymnasium fixes the model file, the frame skip and the reset
+/// noise: they must keep their defaults.
+fn v4_fixed(version: GymVersion, xml_file: &Option<PathBuf>, frame_skip: usize, skip: usize) -> Result<()> {
+    if version == GymVersion::V4 {
+        if let Some(p) = xml_file {
+            return Err(EnvError::invalid("xml_file", p.display(), "gymnasium v4 has no `xml_file`; use version V5"));
+        }
+        if frame_skip != skip {
+            return Err(EnvError::invalid("frame_skip", frame_skip, format!("gymnasium v4 fixes it at {skip}")));
+        }
+    }
+    Ok(())
+}
+
+/// Parameters of InvertedPendulum (gymnasium `InvertedPendulum-v5`, or `-v4`); the defaults
+/// are gymnasium's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `version` | V5 | gymnasium version followed | V4: the others keep their defaults |
+/// | `xml_file` | none (`inverted_pendulum.xml` of the wheel) | the caller's model file | readable MJCF, `nq >= 2` |
+/// | `frame_skip` | 2 | MuJoCo steps per environment step | `>= 1` |
+/// | `reset_noise_scale` | 0.01 | `qpos`, `qvel` += `U(±scale)` at reset | `>= 0` |
+/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+/// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InvertedPendulumParams {
+    /// gymnasium version.
+    pub version: GymVersion,
+    /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
+    pub xml_file: Option<PathBuf>,
+    /// MuJoCo steps per environment step.
+    pub frame_skip: usize,
+    /// Reset noise.
+    pub reset_noise_scale: f64,
+    /// Time limit (0 = none).
+    pub max_episode_steps: usize,
+    /// Folder of the wheel's model XMLs.
+    pub assets_dir: Option<PathBuf>,
+}
+
+impl Default for InvertedPendulumParams {
+    fn default() -> Self {
+        Self {
+            version: GymVersion::V5,
+            xml_file: None,
+            frame_skip: 2,
+            reset_noise_scale: 0.01,
+            max_episode_steps: 1000,
+            assets_dir: None,
+        }
+    }
+}
+
+setters!(InvertedPendulumParams {
+    version: GymVersion,
+    xml_file: Option<PathBuf>,
+    frame_skip: usize,
+    reset_noise_scale: f64,
+    max_episode_steps: usize,
+    assets_dir: Option<PathBuf>,
+});
+
+impl Params for InvertedPendulumParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        if self.frame_skip == 0 {
+            return Err(EnvError::invalid("frame_skip", 0, "must be >= 1"));
+        }
+        non_negative("reset_noise_scale", self.reset_noise_scale)?;
+        v4_fixed(self.version, &self.xml_file, self.frame_skip, 2)?;
+        if self.version == GymVersion::V4 && self.reset_noise_scale != 0.01 {
+            return Err(EnvError::invalid(
+                "reset_noise_scale",
+                self.reset_noise_scale,
+                "gymnasium v4 fixes it at 0.01",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Gymnasium's `InvertedPendulum-v5` (or `-v4`): a cart (`qpos[0]`) with a hinged pole
+/// (`qpos[1]`), 1 actuator in `[-3, 3]`.
+///
+/// ```text
+/// obs = [qpos, qvel]                           (4)
+/// terminated = !finite(obs) || |qpos[1]| > 0.2
+/// v5: r = 1 if !terminated else 0, info {reward_survive: r}      v4: r = 1, no info
+/// ```
+#[derive(Debug, Clone)]
+pub struct InvertedPendulum {
+    params: InvertedPendulumParams,
+    sim: Sim,
+    obs_space: Space,
+}
+
+impl InvertedPendulum {
+    /// Builds the environment.
+    ///
+    /// # Errors
+    /// [`EnvError::Missing`] when the model file is not found or unreadable,
+    /// [`EnvError::Mujoco`] when MuJoCo rejects it, is not 3.17.0, or the model has fewer than
+    /// 2 positions.
+    pub fn new(params: Valid<InvertedPendulumParams>) -> Result<Self> {
+        let params = params.into_inner();
+        let sim = Sim::load(
+            params.xml_file.as_deref(),
+            "inverted_pendulum.xml",
+            params.assets_dir.as_deref(),
+            params.frame_skip,
+        )?;
+        sim.expect("positions", sim.init_qpos.len(), 2)?;
+        let dim = sim.init_qpos.len() + sim.init_qvel.len();
+        Ok(Self { params, sim, obs_space: Space::symmetric(dim, f32::INFINITY)? })
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &InvertedPendulumParams {
+        &self.params
+    }
+
+    /// Generalised positions.
+    pub fn qpos(&self) -> &[f64] {
+        self.sim.data.qpos()
+    }
+
+    /// Generalised velocities.
+    pub fn qvel(&self) -> &[f64] {
+        self.sim.data.qvel()
+    }
+
+    /// Seconds per environment step (`timestep · frame_skip`).
+    pub fn dt(&self) -> f64 {
+        self.sim.dt
+    }
+
+    /// Starts an episode from `qpos`, `qvel` (gymnasium's `set_state`); returns the observation.
+    ///
+    /// # Errors
+    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
+    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
+        self.sim.set_state(qpos, qvel)?;
+        Ok(self.observe())
+    }
+
+    fn observe(&self) -> Array1<f32> {
+        self.sim.data.qpos().iter().chain(self.sim.data.qvel()).map(|&v| v as f32).collect()
+    }
+}
+
+impl Env for InvertedPendulum {
+    fn observation_space(&self) -> &Space {
+        &self.obs_space
+    }
+
+    fn action_space(&self) -> &Space {
+        &self.sim.act_space
+    }
+
+    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
+        let s = self.params.reset_noise_scale;
+        let qpos = add_uniform(rng, &self.sim.init_qpos, -s, s);
+        let qvel = add_uniform(rng, &self.sim.init_qvel, -s, s);
+        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+    }
+
+    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+        self.sim.simulate(action)?;
+        let d = &self.sim.data;
+        // the float64 observation, as gymnasium tests it
+        let finite = d.qpos().iter().chain(d.qvel()).all(|v| v.is_finite());
+        let terminated = !finite || d.qpos()[1].abs() > 0.2;
+        let mut info = Info::with_capacity(1);
+        let reward = match self.params.version {
+            GymVersion::V5 => {
+                let r = f64::from(u8::from(!terminated));
+                info.insert("reward_survive", r);
+                r
+            }
+            GymVersion::V4 => 1.0,
+        };
+        let truncated = self.sim.clock.tick(terminated, self.params.max_episode_steps);
+        Ok(Step::new(self.observe(), reward as f32, terminated, truncated).with_info(info))
+    }
+}
+
+impl Snapshot for InvertedPendulum {
+    type State = MujocoState;
+
+    fn snapshot(&self) -> MujocoState {
+        self.sim.snapshot(Vec::new())
+    }
+
+    fn restore(&mut self, state: &MujocoState) -> Result<()> {
+        self.sim.restore(state, 0)
+    }
+}
+
+/// Parameters of InvertedDoublePendulum (gymnasium `InvertedDoublePendulum-v5`, or `-v4`);
+/// the defaults are gymnasium's.
+///
+/// | name | default | purpose | range |
+/// |---|---|---|---|
+/// | `version` | V5 | gymnasium version followed | V4: the others keep their defaults |
+/// | `xml_file` | none (`inverted_double_pendulum.xml` of the wheel) | the caller's model file | readable MJCF, `nq, nv >= 3`, a site |
+/// | `frame_skip` | 5 | MuJoCo steps per environment step | `>= 1` |
+/// | `healthy_reward` | 10.0 | reward per step while the tip is above 1 | finite |
+/// | `reset_noise_scale` | 0.1 | `qpos` += `U(±scale)`, `qvel` += `scale·N(0, 1)` at reset | `>= 0` |
+/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+/// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct InvertedDoublePendulumParams {
+    /// gymnasium version.
+    pub version: GymVersion,
+    /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
+    pub xml_file: Option<PathBuf>,
+    /// MuJoCo steps per environment step.
+    pub frame_skip: usize,
+    /// Reward per healthy step.
+    pub healthy_reward: f64,
+    /// Reset noise.
+    pub reset_noise_scale: f64,
+    /// Time limit (0 = none).
+    pub max_episode_steps: usize,
+    /// Folder of the wheel's model XMLs.
+    pub assets_dir: Option<PathBuf>,
+}
+
+impl Default for InvertedDoublePendulumParams {
+    fn default() -> Self {
+        Self {
+            version: GymVersion::V5,
+            xml_file: None,
+            frame_skip: 5,
+            healthy_reward: 10.0,
+            reset_noise_scale: 0.1,
+            max_episode_steps: 1000,
+            assets_dir: None,
+        }
+    }
+}
+
+setters!(InvertedDoublePendulumParams {
+    version: GymVersion,
+    xml_file: Option<PathBuf>,
+    frame_skip: usize,
+    healthy_reward: f64,
+    reset_noise_scale: f64,
+    max_episode_steps: usize,
+    assets_dir: Option<PathBuf>,
+});
+
+impl Params for InvertedDoublePendulumParams {
+    type Error = EnvError;
+    fn validate(&self) -> Result<()> {
+        if self.frame_skip == 0 {
+            return Err(EnvError::invalid("frame_skip", 0, "must be >= 1"));
+        }
+        finite("healthy_reward", self.healthy_reward)?;
+        non_negative("reset_noise_scale", self.reset_noise_scale)?;
+        v4_fixed(self.version, &self.xml_file, self.frame_skip, 5)?;
+        if self.version == GymVersion::V4 {
+            if self.healthy_reward != 10.0 {
+                return Err(EnvError::invalid("healthy_reward", self.healthy_reward, "gymnasium v4 fixes it at 10"));
+            }
+            if self.reset_noise_scale != 0.1 {
+                return Err(EnvError::invalid(
+                    "reset_noise_scale",
+                    self.reset_noise_scale,
+                    "gymnasium v4 fixes it at 0.1",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Gymnasium's `InvertedDoublePendulum-v5` (or `-v4`): a cart with two hinged poles, 1
+/// actuator in `[-1, 1]`; `(x, _, y)` is the tip site's position.
+///
+/// ```text
+/// obs = [qpos[0], sin(qpos[1:]), cos(qpos[1:]), clip(qvel, ±10), clip(qfrc_constraint, ±10)[:1]]
+///       (v5: 9; v4 keeps all of qfrc_constraint: 11)
+/// terminated = y <= 1
+/// r = alive − (0.01·x² + (y − 2)²) − (1e-3·v1² + 5e-3·v2²)
+///       v5: alive = healthy_reward·!terminated, info {reward_survive, distance_penalty,
+///       velocity_penalty};   v4: alive = 10 on every step, no info
+/// ```
+#[derive(Debug, Clone)]
+pub struct InvertedDoublePendulum {
+    params: InvertedDoublePendulumParams,
+    sim: Sim,
+    obs_space: Space,
+}
+
+impl InvertedDoublePendulum {
+    /// Builds the environment.
+    ///
+    /// # Errors
+    /// As [`InvertedPendulum::new`]; the model needs 3 positions and velocities and a site.
+    pub fn new(params: Valid<InvertedDoublePendulumParams>) -> Result<Self> {
+        let params = params.into_inner();
+        let sim = Sim::load(
+            params.xml_file.as_deref(),
+            "inverted_double_pendulum.xml",
+            params.assets_dir.as_deref(),
+            params.frame_skip,
+        )?;
+        sim.expect("positions", sim.init_qpos.len(), 3)?;
+        sim.expect("velocities", sim.init_qvel.len(), 3)?;
+        sim.expect("sites", sim.data.site_xpos().len(), 1)?;
+        let mut env = Self { params, sim, obs_space: Space::symmetric(1, f32::INFINITY)? };
+        env.obs_space = Space::symmetric(env.observe().len(), f32::INFINITY)?;
+        Ok(env)
+    }
+
+    /// The parameters.
+    pub fn params(&self) -> &InvertedDoublePendulumParams {
+        &self.params
+    }
+
+    /// Generalised positions.
+    pub fn qpos(&self) -> &[f64] {
+        self.sim.data.qpos()
+    }
+
+    /// Generalised velocities.
+    pub fn qvel(&self) -> &[f64] {
+        self.sim.data.qvel()
+    }
+
+    /// Seconds per environment step (`timestep · frame_skip`).
+    pub fn dt(&self) -> f64 {
+        self.sim.dt
+    }
+
+    /// Starts an episode from `qpos`, `qvel` (gymnasium's `set_state`); returns the observation.
+    ///
+    /// # Errors
+    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
+    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
+        self.sim.set_state(qpos, qvel)?;
+        Ok(self.observe())
+    }
+
+    fn observe(&self) -> Array1<f32> {
+        let d = &self.sim.data;
+        let q = d.qpos();
+        let mut o: Vec<f32> = vec![q[0] as f32];
+        o.extend(q[1..].iter().map(|v| v.sin() as f32));
+        o.extend(q[1..].iter().map(|v| v.cos() as f32));
+        o.extend(d.qvel().iter().map(|v| v.clamp(-10.0, 10.0) as f32));
+        let fc = d.qfrc_constraint();
+        let n = if self.params.version == GymVersion::V5 { 1 } else { fc.len() };
+        o.extend(fc[..n].iter().map(|v| v.clamp(-10.0, 10.0) as f32));
+        Array1::from(o)
+    }
+}
+
+impl Env for InvertedDoublePendulum {
+    fn observation_space(&self) -> &Space {
+        &self.obs_space
+    }
+
+    fn action_space(&self) -> &Space {
+        &self.sim.act_space
+    }
+
+    /// `qpos` += `U(±scale)` as NumPy draws it; `qvel` += `scale·N(0, 1)` from this crate's
+    /// normal sampler (not NumPy's: equal in distribution only).
+    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
+        let s = self.params.reset_noise_scale;
+        let qpos = add_uniform(rng, &self.sim.init_qpos, -s, s);
+        let qvel: Vec<f64> = self.sim.init_qvel.iter().map(|v| v + standard_normal(rng) * s).collect();
+        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+    }
+
+    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+        self.sim.simulate(action)?;
+        let d = &self.sim.data;
+        let [x, _, y] = d.site_xpos()[0];
+        let qvel = d.qvel();
+        let (v1, v2) = (qvel[1], qvel[2]);
+        let terminated = y <= 1.0;
+        let dist_penalty = 0.01 * x.powi(2) + (y - 2.0).powi(2);
+        let vel_penalty = 1e-3 * v1.powi(2) + 5e-3 * v2.powi(2);
+        let mut info = Info::with_capacity(3);
+        let alive = match self.params.version {
+            GymVersion::V5 => {
+                let alive = self.params.healthy_reward * f64::from(u8::from(!terminated));
+                info.insert("reward_survive", alive);
+                info.insert("distance_penalty", -dist_penalty);
+                info.insert("velocity_penalty", -vel_penalty);
+                alive
+            }
+            GymVersion::V4 => 10.0,
+        };
+        let reward = alive - dist_penalty - vel_penalty;
+        let truncated = self.sim.clock.tick(terminated, self.params.max_episode_steps);
+        Ok(Step::new(self.observe(), reward as f32, terminated, truncated).with_info(info))
+    }
+}
+
+impl Snapshot for InvertedDoublePendulum {
+    type State = MujocoState;
+
+    fn snapshot(&self) -> MujocoState {
+        self.sim.snapshot(Vec::new())
+    }
+
+    fn restore(&mut self, state: &MujocoState) -> Result<()> {
+        self.sim.restore(state, 0)
+    }
+}
