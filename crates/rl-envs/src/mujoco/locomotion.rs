@@ -480,7 +480,7 @@ impl LocomotionTask {
     /// The model file: v4's fixed name (looked up in the assets folders) or v5's `xml_file`.
     fn model_path(&self) -> Result<PathBuf> {
         let v4 = |file: &str, dir: &Option<PathBuf>| super::find_asset(file, dir.as_deref());
-        let v5 = |file: &Path, dir: &Option<PathBuf>| v5::resolve_xml(file, dir.as_deref());
+        let v5 = |file: &Path, dir: &Option<PathBuf>| super::resolve_xml(file, dir.as_deref());
         match self {
             LocomotionTask::Hopper(p) => v4("hopper.xml", &p.assets_dir),
             LocomotionTask::HalfCheetah(p) => v4("half_cheetah.xml", &p.assets_dir),

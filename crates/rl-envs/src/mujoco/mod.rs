@@ -32,8 +32,9 @@
 //!
 //! The v5 environments ([`InvertedPendulum`], [`InvertedDoublePendulum`], [`Reacher`],
 //! [`Pusher`], [`Humanoid`]; [`GymVersion`] selects v4 where gymnasium has one on MuJoCo 3)
-//! take every kwarg of gymnasium's `*_v5.py`, `xml_file` included (the caller's path, read as
-//! is; `None` = the wheel's file found as above), and return gymnasium's infos. Their rollouts
+//! take every kwarg of gymnasium's `*_v5.py`, `xml_file` included (resolved as gymnasium does and
+//! as the v5 locomotion's: a path starting with `/` or `.` as given, `~` under `$HOME`, a bare
+//! name in the asset folders above; `None` = the wheel's file), and return gymnasium's infos. Their rollouts
 //! are bit-identical to gymnasium's after the float32 cast of observations and rewards, infos
 //! exactly (`tests/golden_mujoco_v5_more.rs`); seeded resets reproduce gymnasium's draws
 //! (Reacher's goal and Pusher's cylinder rejection sampling included), except
@@ -128,6 +129,33 @@ pub fn find_asset(file: &str, explicit: Option<&Path>) -> Result<PathBuf> {
                FRUGAL_GYM_ASSETS to gymnasium/envs/mujoco/assets, or pass assets_dir"
             .into(),
     })
+}
+
+/// Resolves gymnasium's `xml_file` as its `expand_model_path` does: a path starting with `/`
+/// or `.` is used as given, one starting with `~` is under `$HOME`, any other is a file name
+/// looked up in gymnasium's assets folder (here: [`asset_dirs`]).
+///
+/// # Errors
+/// [`EnvError::Missing`] when the file does not exist.
+pub(crate) fn resolve_xml(xml_file: &Path, assets_dir: Option<&Path>) -> Result<PathBuf> {
+    let text = xml_file.to_string_lossy();
+    let direct = if text.starts_with('/') || text.starts_with('.') {
+        Some(xml_file.to_path_buf())
+    } else if let Some(rest) = text.strip_prefix('~') {
+        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
+        Some(home.join(rest.trim_start_matches('/')))
+    } else {
+        None
+    };
+    match direct {
+        Some(p) if p.is_file() => Ok(p),
+        Some(p) => Err(EnvError::Missing {
+            what: format!("MuJoCo model `{}` (xml_file)", xml_file.display()),
+            looked_in: p.display().to_string(),
+            hint: "pass the path of an existing MJCF file, or a file name of gymnasium's assets folder".into(),
+        }),
+        None => find_asset(&text, assets_dir),
+    }
 }
 
 /// Removes the compiler attribute `settotalmass="m"` from an MJCF text, returning `m` (to be

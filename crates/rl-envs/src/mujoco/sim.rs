@@ -74,8 +74,10 @@ impl Clone for Sim {
 }
 
 impl Sim {
-    /// Loads `xml_file` when given (the caller's path, as gymnasium's `xml_file`), otherwise
-    /// gymnasium's `default_xml` found in the asset folders ([`super::find_asset`]).
+    /// Loads `xml_file` when given, resolved as gymnasium's `expand_model_path` does
+    /// ([`super::resolve_xml`]: a path starting with `/` or `.` as given, `~` under `$HOME`, a
+    /// bare file name in the asset folders), otherwise gymnasium's `default_xml` found in the
+    /// asset folders ([`super::find_asset`]).
     ///
     /// # Errors
     /// [`EnvError::Missing`] for an unreadable file, [`EnvError::Mujoco`] when MuJoCo rejects
@@ -91,16 +93,7 @@ impl Sim {
             return Err(EnvError::invalid("frame_skip", 0, "must be >= 1"));
         }
         let path: PathBuf = match xml_file {
-            Some(p) => {
-                if let Err(e) = std::fs::File::open(p) {
-                    return Err(EnvError::Missing {
-                        what: format!("MuJoCo model `xml_file` {} ({e})", p.display()),
-                        looked_in: p.display().to_string(),
-                        hint: "pass the path of a readable MJCF file".into(),
-                    });
-                }
-                p.to_path_buf()
-            }
+            Some(p) => super::resolve_xml(p, assets_dir)?,
             None => super::find_asset(default_xml, assets_dir)?,
         };
         let model =
@@ -261,5 +254,11 @@ mod tests {
         assert!(e.to_string().contains("/nonexistent/model.xml"), "{e}");
         let e = Sim::load(None, "inverted_pendulum.xml", None, 0).unwrap_err();
         assert!(matches!(e, EnvError::InvalidParameter { .. }), "{e}");
+        // a bare name is looked up in the asset folders, as gymnasium's expand_model_path
+        let named = Sim::load(Some(Path::new("inverted_pendulum.xml")), "x.xml", None, 2).unwrap();
+        let default = Sim::load(None, "inverted_pendulum.xml", None, 2).unwrap();
+        assert_eq!(named.init_qpos, default.init_qpos);
+        let e = Sim::load(Some(Path::new("no_such_model.xml")), "x.xml", None, 2).unwrap_err();
+        assert!(matches!(e, EnvError::Missing { .. }), "{e}");
     }
 }

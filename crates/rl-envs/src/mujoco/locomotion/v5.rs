@@ -24,33 +24,6 @@ fn xml_file_ok(p: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Resolves gymnasium's `xml_file` as its `expand_model_path` does: a path starting with `/`
-/// or `.` is used as given, one starting with `~` is under `$HOME`, any other is a file name
-/// looked up in gymnasium's assets folder (here: [`crate::mujoco::asset_dirs`]).
-///
-/// # Errors
-/// [`EnvError::Missing`] when the file does not exist.
-pub(crate) fn resolve_xml(xml_file: &Path, assets_dir: Option<&Path>) -> Result<PathBuf> {
-    let text = xml_file.to_string_lossy();
-    let direct = if text.starts_with('/') || text.starts_with('.') {
-        Some(xml_file.to_path_buf())
-    } else if let Some(rest) = text.strip_prefix('~') {
-        let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-        Some(home.join(rest.trim_start_matches('/')))
-    } else {
-        None
-    };
-    match direct {
-        Some(p) if p.is_file() => Ok(p),
-        Some(p) => Err(EnvError::Missing {
-            what: format!("MuJoCo model `{}` (xml_file)", xml_file.display()),
-            looked_in: p.display().to_string(),
-            hint: "pass the path of an existing MJCF file, or a file name of gymnasium's assets folder".into(),
-        }),
-        None => crate::mujoco::find_asset(&text, assets_dir),
-    }
-}
-
 /// The body whose `xpos` measures Ant's velocity (gymnasium's `main_body`: an id or a name).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
@@ -610,9 +583,10 @@ mod tests {
 
     #[test]
     fn missing_xml_files_are_named() {
-        let e = resolve_xml(Path::new("/nonexistent/model.xml"), None).unwrap_err();
+        let e = crate::mujoco::resolve_xml(Path::new("/nonexistent/model.xml"), None).unwrap_err();
         assert!(matches!(e, EnvError::Missing { .. }) && e.to_string().contains("/nonexistent/model.xml"), "{e}");
-        let e = resolve_xml(Path::new("no_such_model_v5.xml"), Some(Path::new("/nonexistent"))).unwrap_err();
+        let e =
+            crate::mujoco::resolve_xml(Path::new("no_such_model_v5.xml"), Some(Path::new("/nonexistent"))).unwrap_err();
         assert!(e.to_string().contains("no_such_model_v5.xml"), "{e}");
     }
 }
