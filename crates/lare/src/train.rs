@@ -16,12 +16,14 @@
 //! `reward_scale` (LaRe: `T·N`); the decoder trains every `decoder_every` PPO iterations for
 //! `decoder_updates` steps on the last `buffer_episodes` episodes, so one rollout sees one decoder.
 
-use ndarray::{Array1, Array2, Axis};
+use std::path::{Path, PathBuf};
+
+use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
 use rand::RngCore;
 use rl_agents::{Agent, Batch, BatchPolicy, OnlineAgent, VecTransition};
-use rl_core::{ActMode, Env, Metrics, MetricsSink, Params, Valid};
+use rl_core::{ActMode, Env, Metrics, MetricsSink, Params, SeededRng, Valid};
 use rl_envs::wrappers::EpisodicReward;
-use rl_envs::MultiAgentEnv;
+use rl_envs::{MultiAgentEnv, Snapshot};
 use serde::{Deserialize, Serialize};
 
 use crate::credit::{AgentCreditDecoder, MultiEpisode, MultiEpisodeBuffer};
@@ -143,10 +145,392 @@ pub fn evaluate_policy(
     Ok(total / episodes.max(1) as f64)
 }
 
+/// Where and how often a resumable run writes its checkpoint unit ([`run_off_policy`],
+/// [`run_multi_agent_ppo`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpointing {
+    /// The checkpoint unit directory (replaced at every save; a crash leaves the previous one).
+    pub dir: PathBuf,
+    /// Environment steps between checkpoints (`>= 1`); the last step is always saved.
+    pub every: u64,
+}
+
+impl Checkpointing {
+    /// Saves into `dir` every `every` environment steps and at the end.
+    ///
+    /// # Errors
+    /// [`LareError::InvalidParameter`] for `every == 0`.
+    pub fn new(dir: impl Into<PathBuf>, every: u64) -> Result<Self> {
+        if every == 0 {
+            return Err(LareError::invalid("checkpoint every", 0, "must be >= 1"));
+        }
+        Ok(Self { dir: dir.into(), every })
+    }
+
+    fn due(&self, steps: u64, finished: bool) -> bool {
+        finished || steps % self.every == 0
+    }
+}
+
+/// One step of the episode being collected (a checkpoint rebuilds the episode builder from them).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StepRow {
+    obs: Vec<f32>,
+    action: Vec<f32>,
+    next_obs: Vec<f32>,
+    dense: f32,
+}
+
+/// The state of an [`OffPolicyRun`] between two steps: everything of the loop that carries from
+/// one environment step to the next, except the episode buffer (its own checkpoint directory),
+/// the agent and the method.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OffPolicyState<S, V> {
+    params: OffPolicyLoopParams,
+    method: String,
+    steps: u64,
+    env_rng: SeededRng,
+    explore_rng: SeededRng,
+    sample_rng: SeededRng,
+    eval_rng: SeededRng,
+    obs: Vec<f32>,
+    current: Vec<StepRow>,
+    pending: Metrics,
+    summary: RunSummary,
+    env: S,
+    eval_env: V,
+}
+
+/// The checkpoint unit of an off-policy run ([`OffPolicyRun::save`]).
+pub const OFF_POLICY_RUN_KIND: &str = "lare.off_policy_run";
+/// Format version of [`OFF_POLICY_RUN_KIND`] units.
+pub const OFF_POLICY_RUN_FORMAT: u32 = 1;
+const OFF_POLICY_LOOP_KIND: &str = "lare.off_policy_loop";
+const MULTI_AGENT_LOOP_KIND: &str = "lare.multi_agent_loop";
+const LOOP_FORMAT: u32 = 1;
+/// The checkpoint unit of a multi-agent run ([`MultiAgentRun::save`]).
+pub const MULTI_AGENT_RUN_KIND: &str = "lare.multi_agent_run";
+/// Format version of [`MULTI_AGENT_RUN_KIND`] units.
+pub const MULTI_AGENT_RUN_FORMAT: u32 = 1;
+
+/// The loop of [`train_off_policy`] one environment step at a time, with checkpoints: the
+/// generators (`env`, `explore`, `sample`, `eval` streams), the episode buffer, the episode being
+/// collected, the current observation, the metrics waiting for the next record, the
+/// [`RunSummary`] so far and the step count. [`OffPolicyRun::save`] writes them with the
+/// environments' exact states, the agent ([`Agent::save`]) and the method
+/// ([`RewardRedistributor::save`]) into one checkpoint unit; [`OffPolicyRun::load`] restores
+/// all of it into freshly built objects, and the resumed run draws the same numbers as an
+/// uninterrupted one.
+#[derive(Debug)]
+pub struct OffPolicyRun {
+    params: OffPolicyLoopParams,
+    steps: u64,
+    env_rng: SeededRng,
+    explore_rng: SeededRng,
+    sample_rng: SeededRng,
+    eval_rng: SeededRng,
+    buffer: EpisodeBuffer,
+    builder: EpisodeBuilder,
+    current: Vec<StepRow>,
+    obs: Array1<f32>,
+    pending: Metrics,
+    summary: RunSummary,
+}
+
+impl OffPolicyRun {
+    /// Starts a run: derives the generators from `params.seed`, makes the buffer and resets
+    /// `env` (with the `env` stream).
+    ///
+    /// # Errors
+    /// Environment failures; a buffer capacity of zero.
+    pub fn new<E: Env>(
+        env: &mut EpisodicReward<E>,
+        method: &dyn RewardRedistributor,
+        params: &Valid<OffPolicyLoopParams>,
+    ) -> Result<Self> {
+        let p = params.get();
+        let od = env.observation_space().dim();
+        let ad = env.action_space().dim();
+        let seed = |name: &str| rl_core::rng_from_seed(rl_core::derive_seed_named(p.seed, name));
+        let (mut env_rng, explore_rng, sample_rng, eval_rng) =
+            (seed("env"), seed("explore"), seed("sample"), seed("eval"));
+        let buffer = EpisodeBuffer::new(od, ad, method.feature_dim(), p.buffer_capacity)?;
+        let obs = env.reset(&mut env_rng)?;
+        Ok(Self {
+            params: p.clone(),
+            steps: 0,
+            env_rng,
+            explore_rng,
+            sample_rng,
+            eval_rng,
+            buffer,
+            builder: EpisodeBuilder::new(od, ad),
+            current: Vec::new(),
+            obs,
+            pending: Metrics::new(),
+            summary: RunSummary::default(),
+        })
+    }
+
+    /// Environment steps taken.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// Whether `total_steps` steps are done.
+    pub fn is_finished(&self) -> bool {
+        self.steps >= self.params.total_steps
+    }
+
+    /// What the run measured so far.
+    pub fn summary(&self) -> &RunSummary {
+        &self.summary
+    }
+
+    /// The episode buffer.
+    pub fn buffer(&self) -> &EpisodeBuffer {
+        &self.buffer
+    }
+
+    /// The loop parameters.
+    pub fn params(&self) -> &OffPolicyLoopParams {
+        &self.params
+    }
+
+    /// One environment step of the loop (see the module docs), with the updates and the
+    /// evaluation it is due; nothing once the run is finished.
+    ///
+    /// # Errors
+    /// Environment, agent and method failures; an agent of other widths than the environment.
+    pub fn step<E: Env>(
+        &mut self,
+        env: &mut EpisodicReward<E>,
+        eval_env: &mut dyn Env,
+        agent: &mut dyn Agent,
+        method: &mut dyn RewardRedistributor,
+        sink: &mut dyn MetricsSink,
+    ) -> Result<()> {
+        if self.is_finished() {
+            return Ok(());
+        }
+        let p = &self.params;
+        let t = self.steps;
+        let device = agent.device();
+        let action: Array1<f32> = if t < p.start_steps {
+            env.action_space().sample(&mut self.explore_rng)
+        } else {
+            agent.explore(self.obs.view().insert_axis(Axis(0)))?.row(0).to_owned()
+        };
+        let step = env.step(action.view())?;
+        let dense = env.last_dense_reward();
+        self.builder.push(self.obs.view(), action.view(), step.obs.view(), dense)?;
+        self.current.push(StepRow {
+            obs: self.obs.to_vec(),
+            action: action.to_vec(),
+            next_obs: step.obs.to_vec(),
+            dense,
+        });
+        if step.done() {
+            let dense_return = env.return_so_far();
+            let ep = self.builder.finish(step.reward, step.terminated)?;
+            self.current.clear();
+            store_episode(&mut self.buffer, method, ep)?;
+            self.summary.train_returns.push((t + 1, dense_return));
+            sink.log(t + 1, &Metrics::new().with("train/episode_return", dense_return))?;
+            self.obs = env.reset(&mut self.env_rng)?;
+        } else {
+            self.obs = step.obs;
+        }
+        if t + 1 >= p.start_steps && !self.buffer.is_empty() {
+            for _ in 0..p.updates_per_step {
+                let batch = method.sample(&self.buffer, p.batch_size, &mut self.sample_rng)?;
+                let rewards = method.relabel(&batch)?;
+                let tr = batch.to_transitions(&rewards)?;
+                let m = agent.update(&Batch::from_transitions(&tr, device)?)?;
+                for _ in 0..p.decoder_updates {
+                    let dm = method.update(&self.buffer)?;
+                    if (t + 1) % p.log_every == 0 {
+                        self.pending.extend_prefixed("", &dm);
+                    }
+                }
+                if (t + 1) % p.log_every == 0 {
+                    self.pending.extend_prefixed("", &m.to_metrics()?);
+                    let err = (&rewards - &batch.dense_rewards).mapv(|e| f64::from(e * e)).mean().unwrap_or(0.0);
+                    self.pending.insert("reward/pred_err", err);
+                }
+            }
+        }
+        if (t + 1) % p.log_every == 0 && !self.pending.is_empty() {
+            sink.log(t + 1, &std::mem::take(&mut self.pending))?;
+        }
+        if (t + 1) % p.eval_every == 0 || t + 1 == p.total_steps {
+            let r = evaluate_policy(eval_env, agent.policy(), p.eval_episodes, &mut self.eval_rng)?;
+            self.summary.evals.push((t + 1, r));
+            self.summary.final_return = r;
+            sink.log(t + 1, &Metrics::new().with("eval/return_mean", r))?;
+        }
+        self.steps = t + 1;
+        Ok(())
+    }
+
+    /// Writes the checkpoint unit `dir` ([`rl_nn::checkpoint::UnitWriter`], kind
+    /// [`OFF_POLICY_RUN_KIND`]): part `loop` (this run's state and the exact states of `env`
+    /// and `eval_env`), `buffer` ([`EpisodeBuffer::save`]), `agent` ([`Agent::save`], at its
+    /// update count) and `method` ([`RewardRedistributor::save`] under `method/state`),
+    /// committed together: a crash leaves the previous checkpoint or this one.
+    ///
+    /// # Errors
+    /// I/O, JSON and libtorch failures; [`rl_nn::RlNnError::InvalidName`] when `dir` holds
+    /// something else than a checkpoint unit.
+    pub fn save<E: Env + Snapshot, V: Env + Snapshot>(
+        &self,
+        dir: &Path,
+        env: &EpisodicReward<E>,
+        eval_env: &V,
+        agent: &dyn Agent,
+        method: &dyn RewardRedistributor,
+    ) -> Result<()> {
+        let state = OffPolicyState {
+            params: self.params.clone(),
+            method: method.name(),
+            steps: self.steps,
+            env_rng: self.env_rng.clone(),
+            explore_rng: self.explore_rng.clone(),
+            sample_rng: self.sample_rng.clone(),
+            eval_rng: self.eval_rng.clone(),
+            obs: self.obs.to_vec(),
+            current: self.current.clone(),
+            pending: self.pending.clone(),
+            summary: self.summary.clone(),
+            env: env.snapshot(),
+            eval_env: eval_env.snapshot(),
+        };
+        let mut unit = rl_nn::checkpoint::UnitWriter::new(dir, OFF_POLICY_RUN_KIND, OFF_POLICY_RUN_FORMAT)?;
+        let no_tensors: &[(&str, tch::Tensor)] = &[];
+        rl_nn::checkpoint::save_dir(
+            unit.part("loop", self.steps)?,
+            OFF_POLICY_LOOP_KIND,
+            LOOP_FORMAT,
+            &state,
+            no_tensors,
+        )?;
+        self.buffer.save(unit.part("buffer", self.steps)?)?;
+        agent.save(&unit.part("agent", agent.updates())?)?;
+        save_method_part(&unit.part("method", self.steps)?, &method.name(), |d| method.save(d))?;
+        unit.commit()?;
+        Ok(())
+    }
+
+    /// Restores a run written by [`OffPolicyRun::save`] into freshly built objects: `env`,
+    /// `eval_env`, `agent` and `method` must be built as the saved ones were (same widths,
+    /// parameters and method); their states are replaced. `params` may differ from the saved
+    /// parameters only in `total_steps` (to extend a run).
+    ///
+    /// The unit is verified before anything is read (every file's SHA-256 and size); the
+    /// loop state and the buffer are checked before any object is touched. A failure while
+    /// loading the agent, the method or the environments can leave those partly restored:
+    /// build them again before retrying.
+    ///
+    /// # Errors
+    /// [`LareError::Nn`] for a missing, corrupt or foreign checkpoint (another kind or format
+    /// version), [`LareError::Corrupt`] for one saved with other loop parameters, another
+    /// method or other widths; the agent's, method's and environments' load errors.
+    pub fn load<E: Env + Snapshot, V: Env + Snapshot>(
+        dir: &Path,
+        env: &mut EpisodicReward<E>,
+        eval_env: &mut V,
+        agent: &mut dyn Agent,
+        method: &mut dyn RewardRedistributor,
+        params: &Valid<OffPolicyLoopParams>,
+    ) -> Result<Self> {
+        let unit = rl_nn::checkpoint::open_unit(dir, OFF_POLICY_RUN_KIND, OFF_POLICY_RUN_FORMAT)?;
+        let ck = rl_nn::checkpoint::load_dir::<OffPolicyState<<EpisodicReward<E> as Snapshot>::State, V::State>>(
+            unit.part("loop")?,
+            OFF_POLICY_LOOP_KIND,
+            LOOP_FORMAT,
+        )?;
+        let s = ck.state;
+        let corrupt = |reason: String| LareError::Corrupt { path: ck.path.clone(), reason };
+        unit.check_step("loop", s.steps)?;
+        let p = params.get();
+        let saved = OffPolicyLoopParams { total_steps: p.total_steps, ..s.params.clone() };
+        if &saved != p {
+            return Err(corrupt(format!("saved with other loop parameters ({:?}, resuming with {p:?})", s.params)));
+        }
+        if s.method != method.name() {
+            return Err(corrupt(format!("saved by method `{}`, resuming with `{}`", s.method, method.name())));
+        }
+        let (od, ad) = (env.observation_space().dim(), env.action_space().dim());
+        if s.obs.len() != od {
+            return Err(corrupt(format!("observation of width {}, the environment's is {od}", s.obs.len())));
+        }
+        let buffer = EpisodeBuffer::load(unit.part("buffer")?)?;
+        unit.check_step("buffer", s.steps)?;
+        let widths = (buffer.obs_dim(), buffer.act_dim(), buffer.feature_dim(), buffer.capacity());
+        if widths != (od, ad, method.feature_dim(), p.buffer_capacity) {
+            return Err(corrupt(format!(
+                "buffer of (obs, act, feature) widths and capacity {widths:?}, expected {:?}",
+                (od, ad, method.feature_dim(), p.buffer_capacity)
+            )));
+        }
+        let mut builder = EpisodeBuilder::new(od, ad);
+        for r in &s.current {
+            builder.push(
+                ArrayView1::from(&r.obs),
+                ArrayView1::from(&r.action),
+                ArrayView1::from(&r.next_obs),
+                r.dense,
+            )?;
+        }
+        agent.load(&unit.part("agent")?)?;
+        unit.check_step("agent", agent.updates())?;
+        load_method_part(&unit.part("method")?, &s.method, |d| method.load(d))?;
+        env.restore(&s.env)?;
+        eval_env.restore(&s.eval_env)?;
+        Ok(Self {
+            params: p.clone(),
+            steps: s.steps,
+            env_rng: s.env_rng,
+            explore_rng: s.explore_rng,
+            sample_rng: s.sample_rng,
+            eval_rng: s.eval_rng,
+            buffer,
+            builder,
+            current: s.current,
+            obs: Array1::from(s.obs),
+            pending: s.pending,
+            summary: s.summary,
+        })
+    }
+}
+
+const METHOD_FILE: &str = "method.json";
+
+/// The `method` part: `method.json` (the name) and the method's own checkpoint under `state`
+/// (absent for a stateless method).
+fn save_method_part(dir: &Path, name: &str, save: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(dir.join(METHOD_FILE), serde_json::to_vec(&serde_json::json!({ "method": name }))?)?;
+    save(&dir.join("state"))
+}
+
+fn load_method_part(dir: &Path, name: &str, load: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let file = dir.join(METHOD_FILE);
+    let corrupt = |reason: String| LareError::Corrupt { path: file.display().to_string(), reason };
+    let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&file)?).map_err(|e| corrupt(e.to_string()))?;
+    if v.get("method").and_then(|m| m.as_str()) != Some(name) {
+        return Err(corrupt(format!("does not name method `{name}`: {v}")));
+    }
+    load(&dir.join("state"))
+}
+
 /// Trains `agent` on the episodic-reward environment `env` with the per-step rewards of
 /// `method`, evaluating the dense return on `eval_env` (see the module docs). Metrics go to
 /// `sink` (`eval/return_mean`, `train/episode_return`, `reward/pred_err`, the agent's and the
-/// decoder's losses); `progress` is called with the step count after every step.
+/// decoder's losses); `progress` is called with the step count after every step. A run that
+/// can resume: [`OffPolicyRun`] and [`run_off_policy`].
 ///
 /// # Errors
 /// Environment, agent and method failures; an agent of other widths than the environment.
@@ -159,68 +543,46 @@ pub fn train_off_policy<E: Env>(
     sink: &mut dyn MetricsSink,
     progress: &mut dyn FnMut(u64),
 ) -> Result<RunSummary> {
-    let p = params.get();
-    let od = env.observation_space().dim();
-    let ad = env.action_space().dim();
-    let seed = |name: &str| rl_core::rng_from_seed(rl_core::derive_seed_named(p.seed, name));
-    let (mut env_rng, mut explore_rng, mut sample_rng, mut eval_rng) =
-        (seed("env"), seed("explore"), seed("sample"), seed("eval"));
-    let mut buffer = EpisodeBuffer::new(od, ad, method.feature_dim(), p.buffer_capacity)?;
-    let mut builder = EpisodeBuilder::new(od, ad);
-    let mut summary = RunSummary::default();
-    let mut obs = env.reset(&mut env_rng)?;
-    let mut pending = Metrics::new();
-    let device = agent.device();
-    for t in 0..p.total_steps {
-        let action: Array1<f32> = if t < p.start_steps {
-            env.action_space().sample(&mut explore_rng)
-        } else {
-            agent.explore(obs.view().insert_axis(Axis(0)))?.row(0).to_owned()
-        };
-        let step = env.step(action.view())?;
-        builder.push(obs.view(), action.view(), step.obs.view(), env.last_dense_reward())?;
-        if step.done() {
-            let dense_return = env.return_so_far();
-            let ep = builder.finish(step.reward, step.terminated)?;
-            store_episode(&mut buffer, method, ep)?;
-            summary.train_returns.push((t + 1, dense_return));
-            sink.log(t + 1, &Metrics::new().with("train/episode_return", dense_return))?;
-            obs = env.reset(&mut env_rng)?;
-        } else {
-            obs = step.obs;
-        }
-        if t + 1 >= p.start_steps && !buffer.is_empty() {
-            for _ in 0..p.updates_per_step {
-                let batch = method.sample(&buffer, p.batch_size, &mut sample_rng)?;
-                let rewards = method.relabel(&batch)?;
-                let tr = batch.to_transitions(&rewards)?;
-                let m = agent.update(&Batch::from_transitions(&tr, device)?)?;
-                for _ in 0..p.decoder_updates {
-                    let dm = method.update(&buffer)?;
-                    if (t + 1) % p.log_every == 0 {
-                        pending.extend_prefixed("", &dm);
-                    }
-                }
-                if (t + 1) % p.log_every == 0 {
-                    pending.extend_prefixed("", &m.to_metrics()?);
-                    let err = (&rewards - &batch.dense_rewards).mapv(|e| f64::from(e * e)).mean().unwrap_or(0.0);
-                    pending.insert("reward/pred_err", err);
-                }
-            }
-        }
-        if (t + 1) % p.log_every == 0 && !pending.is_empty() {
-            sink.log(t + 1, &std::mem::take(&mut pending))?;
-        }
-        if (t + 1) % p.eval_every == 0 || t + 1 == p.total_steps {
-            let r = evaluate_policy(eval_env, agent.policy(), p.eval_episodes, &mut eval_rng)?;
-            summary.evals.push((t + 1, r));
-            summary.final_return = r;
-            sink.log(t + 1, &Metrics::new().with("eval/return_mean", r))?;
-        }
-        progress(t + 1);
+    let mut run = OffPolicyRun::new(env, method, params)?;
+    while !run.is_finished() {
+        run.step(env, eval_env, agent, method, sink)?;
+        progress(run.steps());
     }
     sink.flush()?;
-    Ok(summary)
+    Ok(run.summary)
+}
+
+/// Continues `run` (new, or restored by [`OffPolicyRun::load`]) to its `total_steps`, as
+/// [`train_off_policy`] does, writing a checkpoint ([`OffPolicyRun::save`]) every
+/// `checkpoint.every` steps and after the last one. Numbers do not depend on where a run was
+/// interrupted: a resumed run ends as the uninterrupted one (bit for bit on one device and
+/// thread count).
+///
+/// # Errors
+/// As [`OffPolicyRun::step`] and [`OffPolicyRun::save`].
+#[allow(clippy::too_many_arguments)]
+pub fn run_off_policy<E: Env + Snapshot, V: Env + Snapshot>(
+    run: &mut OffPolicyRun,
+    env: &mut EpisodicReward<E>,
+    eval_env: &mut V,
+    agent: &mut dyn Agent,
+    method: &mut dyn RewardRedistributor,
+    sink: &mut dyn MetricsSink,
+    progress: &mut dyn FnMut(u64),
+    checkpoint: Option<&Checkpointing>,
+) -> Result<RunSummary> {
+    while !run.is_finished() {
+        run.step(env, eval_env, agent, method, sink)?;
+        progress(run.steps());
+        if let Some(c) = checkpoint {
+            if c.due(run.steps(), run.is_finished()) {
+                sink.flush()?;
+                run.save(&c.dir, env, eval_env, agent, method)?;
+            }
+        }
+    }
+    sink.flush()?;
+    Ok(run.summary.clone())
 }
 
 /// How the multi-agent loop turns the team's episodic return into per-agent rewards.
@@ -354,48 +716,149 @@ pub fn evaluate_multi_agent(
     Ok(total / episodes.max(1) as f64)
 }
 
-/// Trains a PPO policy shared by the agents of `env` (its hidden rewards are the dense ones; the
-/// learner sees only what `method` hands out), evaluating the dense team return on `eval_env`.
-///
-/// # Errors
-/// Environment, agent and decoder failures; agents of different widths.
-pub fn train_multi_agent_ppo(
-    env: &mut dyn MultiAgentEnv,
-    eval_env: &mut dyn MultiAgentEnv,
-    ppo: &mut dyn OnlineAgent,
-    method: &mut MultiAgentMethod,
-    params: &Valid<MultiAgentLoopParams>,
-    sink: &mut dyn MetricsSink,
-    progress: &mut dyn FnMut(u64),
-) -> Result<RunSummary> {
-    let p = params.get();
-    let n = env.n_agents();
-    let seed = |name: &str| rl_core::rng_from_seed(rl_core::derive_seed_named(p.seed, name));
-    let (mut env_rng, mut eval_rng) = (seed("env"), seed("eval"));
-    let feat_dim = match method {
+/// The state of a [`MultiAgentRun`] between two steps (the PPO agent and the credit decoder
+/// have their own checkpoint directories).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MultiAgentState<S, V> {
+    params: MultiAgentLoopParams,
+    method: String,
+    steps: u64,
+    env_rng: SeededRng,
+    eval_rng: SeededRng,
+    obs: Vec<Vec<f32>>,
+    ep_obs: Vec<Array2<f32>>,
+    ep_act: Vec<Array2<f32>>,
+    ep_next: Vec<Array2<f32>>,
+    ep_dense: Vec<Array1<f32>>,
+    iterations: u64,
+    team_return: f64,
+    summary: RunSummary,
+    buffer: Vec<(MultiEpisode, Array3<f32>)>,
+    env: S,
+    eval_env: V,
+}
+
+/// The loop of [`train_multi_agent_ppo`] one environment step at a time, with checkpoints:
+/// generators (`env`, `eval` streams), the decoder's episode buffer, the episode being collected,
+/// the current observations, the PPO iteration count, the team return so far, the
+/// [`RunSummary`] and the step count. [`MultiAgentRun::save`] writes them with the
+/// environments' exact states, the PPO agent ([`OnlineAgent::save`]: weights, optimiser,
+/// rollout, generator) and the credit decoder ([`AgentCreditDecoder::save`]) into one
+/// checkpoint unit; [`MultiAgentRun::load`] restores them into freshly built objects.
+#[derive(Debug)]
+pub struct MultiAgentRun {
+    params: MultiAgentLoopParams,
+    steps: u64,
+    env_rng: SeededRng,
+    eval_rng: SeededRng,
+    buffer: MultiEpisodeBuffer,
+    obs: Vec<Array1<f32>>,
+    ep_obs: Vec<Array2<f32>>,
+    ep_act: Vec<Array2<f32>>,
+    ep_next: Vec<Array2<f32>>,
+    ep_dense: Vec<Array1<f32>>,
+    iterations: u64,
+    team_return: f64,
+    summary: RunSummary,
+}
+
+fn feature_dim(method: &MultiAgentMethod) -> usize {
+    match method {
         MultiAgentMethod::Credit { encoder, .. } => encoder.dim(),
         _ => 0,
-    };
-    let mut buffer = MultiEpisodeBuffer::new(p.buffer_episodes, feat_dim)?;
-    let mut summary = RunSummary::default();
-    let mut obs = env.reset(&mut env_rng)?;
-    let (mut ep_obs, mut ep_act, mut ep_next, mut ep_dense) = (vec![], vec![], vec![], vec![]);
-    let mut iterations = 0u64;
-    let mut team_return = 0.0f64;
-    for t in 0..p.total_steps {
-        let o = stack(&obs)?;
+    }
+}
+
+impl MultiAgentRun {
+    /// Starts a run: derives the generators from `params.seed`, makes the decoder's buffer and
+    /// resets `env`.
+    ///
+    /// # Errors
+    /// Environment failures.
+    pub fn new(
+        env: &mut dyn MultiAgentEnv,
+        method: &MultiAgentMethod,
+        params: &Valid<MultiAgentLoopParams>,
+    ) -> Result<Self> {
+        let p = params.get();
+        let seed = |name: &str| rl_core::rng_from_seed(rl_core::derive_seed_named(p.seed, name));
+        let (mut env_rng, eval_rng) = (seed("env"), seed("eval"));
+        let buffer = MultiEpisodeBuffer::new(p.buffer_episodes, feature_dim(method))?;
+        let obs = env.reset(&mut env_rng)?;
+        Ok(Self {
+            params: p.clone(),
+            steps: 0,
+            env_rng,
+            eval_rng,
+            buffer,
+            obs,
+            ep_obs: vec![],
+            ep_act: vec![],
+            ep_next: vec![],
+            ep_dense: vec![],
+            iterations: 0,
+            team_return: 0.0,
+            summary: RunSummary::default(),
+        })
+    }
+
+    /// Environment steps taken.
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// PPO iterations done.
+    pub fn iterations(&self) -> u64 {
+        self.iterations
+    }
+
+    /// Whether `total_steps` steps are done.
+    pub fn is_finished(&self) -> bool {
+        self.steps >= self.params.total_steps
+    }
+
+    /// What the run measured so far.
+    pub fn summary(&self) -> &RunSummary {
+        &self.summary
+    }
+
+    /// The credit decoder's episode buffer.
+    pub fn buffer(&self) -> &MultiEpisodeBuffer {
+        &self.buffer
+    }
+
+    /// One environment step of the loop (module docs); nothing once the run is finished.
+    ///
+    /// # Errors
+    /// Environment, agent and decoder failures; agents of different widths.
+    pub fn step(
+        &mut self,
+        env: &mut dyn MultiAgentEnv,
+        eval_env: &mut dyn MultiAgentEnv,
+        ppo: &mut dyn OnlineAgent,
+        method: &mut MultiAgentMethod,
+        sink: &mut dyn MetricsSink,
+    ) -> Result<()> {
+        if self.is_finished() {
+            return Ok(());
+        }
+        let p = &self.params;
+        let t = self.steps;
+        let n = env.n_agents();
+        let o = stack(&self.obs)?;
         let a = ppo.explore(o.view())?;
         let actions: Vec<Array1<f32>> = a.rows().into_iter().map(|r| r.to_owned()).collect();
         let step = env.step(&actions)?;
         let next = stack(&step.obs)?;
         let dense = Array1::from(step.rewards.clone());
-        team_return += f64::from(step.team_reward());
+        self.team_return += f64::from(step.team_reward());
         let done = step.done();
         let rewards: Array1<f32> = match method {
             MultiAgentMethod::Dense => dense.clone(),
             MultiAgentMethod::Episodic => {
                 if done {
-                    Array1::from_elem(n, (team_return / n as f64) as f32)
+                    Array1::from_elem(n, (self.team_return / n as f64) as f32)
                 } else {
                     Array1::zeros(n)
                 }
@@ -410,7 +873,7 @@ pub fn train_multi_agent_ppo(
         let terminated: Vec<bool> = step.terminated.clone();
         let truncated: Vec<bool> = step.truncated.clone();
         let continue_obs = if done {
-            let reset = env.reset(&mut env_rng)?;
+            let reset = env.reset(&mut self.env_rng)?;
             stack(&reset)?
         } else {
             next.clone()
@@ -425,48 +888,48 @@ pub fn train_multi_agent_ppo(
             truncated: &truncated,
         };
         let learned = ppo.observe(&tr)?;
-        ep_obs.push(o);
-        ep_act.push(a);
-        ep_next.push(next);
-        ep_dense.push(dense);
+        self.ep_obs.push(o);
+        self.ep_act.push(a);
+        self.ep_next.push(next);
+        self.ep_dense.push(dense);
         if done {
             let to3 = |v: &[Array2<f32>]| -> Result<ndarray::Array3<f32>> {
                 let views: Vec<_> = v.iter().map(|x| x.view()).collect();
                 let s = ndarray::stack(Axis(1), &views).map_err(|e| LareError::shape("episode", "equal widths", e))?;
                 Ok(s)
             };
-            let dv: Vec<_> = ep_dense.iter().map(|x| x.view()).collect();
+            let dv: Vec<_> = self.ep_dense.iter().map(|x| x.view()).collect();
             let dense_rewards =
                 ndarray::stack(Axis(1), &dv).map_err(|e| LareError::shape("episode rewards", "equal widths", e))?;
             let episode = MultiEpisode {
-                obs: to3(&ep_obs)?,
-                actions: to3(&ep_act)?,
-                next_obs: to3(&ep_next)?,
+                obs: to3(&self.ep_obs)?,
+                actions: to3(&self.ep_act)?,
+                next_obs: to3(&self.ep_next)?,
                 dense_rewards,
-                team_return: team_return as f32,
+                team_return: self.team_return as f32,
             };
             if let MultiAgentMethod::Credit { encoder, .. } = method {
                 let f = episode.featurize(encoder.as_ref())?;
-                buffer.push(episode, f)?;
+                self.buffer.push(episode, f)?;
             }
-            summary.train_returns.push((t + 1, team_return));
-            sink.log(t + 1, &Metrics::new().with("train/episode_return", team_return))?;
-            ep_obs.clear();
-            ep_act.clear();
-            ep_next.clear();
-            ep_dense.clear();
-            team_return = 0.0;
-            obs = continue_obs.rows().into_iter().map(|r| r.to_owned()).collect();
+            self.summary.train_returns.push((t + 1, self.team_return));
+            sink.log(t + 1, &Metrics::new().with("train/episode_return", self.team_return))?;
+            self.ep_obs.clear();
+            self.ep_act.clear();
+            self.ep_next.clear();
+            self.ep_dense.clear();
+            self.team_return = 0.0;
+            self.obs = continue_obs.rows().into_iter().map(|r| r.to_owned()).collect();
         } else {
-            obs = step.obs;
+            self.obs = step.obs;
         }
         if let Some(m) = learned {
-            iterations += 1;
+            self.iterations += 1;
             let mut metrics = m.to_metrics()?;
             if let MultiAgentMethod::Credit { decoder, .. } = method {
-                if iterations % p.decoder_every == 0 && !buffer.is_empty() {
+                if self.iterations % p.decoder_every == 0 && !self.buffer.is_empty() {
                     for _ in 0..p.decoder_updates {
-                        let dm = decoder.update(&buffer)?;
+                        let dm = decoder.update(&self.buffer)?;
                         metrics.extend_prefixed("", &dm);
                     }
                 }
@@ -474,15 +937,191 @@ pub fn train_multi_agent_ppo(
             sink.log(t + 1, &metrics)?;
         }
         if (t + 1) % p.eval_every == 0 || t + 1 == p.total_steps {
-            let r = evaluate_multi_agent(eval_env, ppo.policy(), p.eval_episodes, &mut eval_rng)?;
-            summary.evals.push((t + 1, r));
-            summary.final_return = r;
+            let r = evaluate_multi_agent(eval_env, ppo.policy(), p.eval_episodes, &mut self.eval_rng)?;
+            self.summary.evals.push((t + 1, r));
+            self.summary.final_return = r;
             sink.log(t + 1, &Metrics::new().with("eval/return_mean", r))?;
         }
-        progress(t + 1);
+        self.steps = t + 1;
+        Ok(())
+    }
+
+    /// Writes the checkpoint unit `dir` (kind [`MULTI_AGENT_RUN_KIND`]): part `loop` (this
+    /// run's state, the decoder's episode buffer and the exact states of `env` and
+    /// `eval_env`), `agent` ([`OnlineAgent::save`], at its environment step count) and
+    /// `method` (the credit decoder's checkpoint under `method/state`; only the name for the
+    /// episodic and dense methods), committed together.
+    ///
+    /// # Errors
+    /// I/O, JSON and libtorch failures; [`rl_nn::RlNnError::InvalidName`] when `dir` holds
+    /// something else than a checkpoint unit.
+    pub fn save<M: MultiAgentEnv + Snapshot, V: MultiAgentEnv + Snapshot>(
+        &self,
+        dir: &Path,
+        env: &M,
+        eval_env: &V,
+        ppo: &dyn OnlineAgent,
+        method: &MultiAgentMethod,
+    ) -> Result<()> {
+        let buffer = (0..self.buffer.len()).filter_map(|i| self.buffer.get(i).cloned()).collect();
+        let state = MultiAgentState {
+            params: self.params.clone(),
+            method: method.name(),
+            steps: self.steps,
+            env_rng: self.env_rng.clone(),
+            eval_rng: self.eval_rng.clone(),
+            obs: self.obs.iter().map(|o| o.to_vec()).collect(),
+            ep_obs: self.ep_obs.clone(),
+            ep_act: self.ep_act.clone(),
+            ep_next: self.ep_next.clone(),
+            ep_dense: self.ep_dense.clone(),
+            iterations: self.iterations,
+            team_return: self.team_return,
+            summary: self.summary.clone(),
+            buffer,
+            env: env.snapshot(),
+            eval_env: eval_env.snapshot(),
+        };
+        let mut unit = rl_nn::checkpoint::UnitWriter::new(dir, MULTI_AGENT_RUN_KIND, MULTI_AGENT_RUN_FORMAT)?;
+        let no_tensors: &[(&str, tch::Tensor)] = &[];
+        rl_nn::checkpoint::save_dir(
+            unit.part("loop", self.steps)?,
+            MULTI_AGENT_LOOP_KIND,
+            LOOP_FORMAT,
+            &state,
+            no_tensors,
+        )?;
+        ppo.save(&unit.part("agent", ppo.env_steps())?)?;
+        save_method_part(&unit.part("method", self.steps)?, &method.name(), |d| match method {
+            MultiAgentMethod::Credit { decoder, .. } => decoder.save(d),
+            _ => Ok(()),
+        })?;
+        unit.commit()?;
+        Ok(())
+    }
+
+    /// Restores a run written by [`MultiAgentRun::save`] into freshly built objects (built as
+    /// the saved ones were; `params` may differ only in `total_steps`). As
+    /// [`OffPolicyRun::load`]: the unit and the loop state are checked before any object is
+    /// touched; a failure while loading the agent, the decoder or the environments can leave
+    /// them partly restored.
+    ///
+    /// # Errors
+    /// [`LareError::Nn`] for a missing, corrupt or foreign checkpoint, [`LareError::Corrupt`]
+    /// for other loop parameters, another method or other widths; the agent's, decoder's and
+    /// environments' load errors.
+    pub fn load<M: MultiAgentEnv + Snapshot, V: MultiAgentEnv + Snapshot>(
+        dir: &Path,
+        env: &mut M,
+        eval_env: &mut V,
+        ppo: &mut dyn OnlineAgent,
+        method: &mut MultiAgentMethod,
+        params: &Valid<MultiAgentLoopParams>,
+    ) -> Result<Self> {
+        let unit = rl_nn::checkpoint::open_unit(dir, MULTI_AGENT_RUN_KIND, MULTI_AGENT_RUN_FORMAT)?;
+        let ck = rl_nn::checkpoint::load_dir::<MultiAgentState<M::State, V::State>>(
+            unit.part("loop")?,
+            MULTI_AGENT_LOOP_KIND,
+            LOOP_FORMAT,
+        )?;
+        let s = ck.state;
+        let corrupt = |reason: String| LareError::Corrupt { path: ck.path.clone(), reason };
+        unit.check_step("loop", s.steps)?;
+        let p = params.get();
+        let saved = MultiAgentLoopParams { total_steps: p.total_steps, ..s.params.clone() };
+        if &saved != p {
+            return Err(corrupt(format!("saved with other loop parameters ({:?}, resuming with {p:?})", s.params)));
+        }
+        if s.method != method.name() {
+            return Err(corrupt(format!("saved by method `{}`, resuming with `{}`", s.method, method.name())));
+        }
+        let widths: Vec<usize> = env.observation_spaces().iter().map(|sp| sp.dim()).collect();
+        if s.obs.len() != widths.len() || s.obs.iter().zip(&widths).any(|(o, &w)| o.len() != w) {
+            return Err(corrupt(format!("observations do not fit {} agents of widths {widths:?}", widths.len())));
+        }
+        let mut buffer = MultiEpisodeBuffer::new(p.buffer_episodes, feature_dim(method))?;
+        for (episode, features) in s.buffer {
+            buffer.push(episode, features)?;
+        }
+        ppo.load(&unit.part("agent")?)?;
+        unit.check_step("agent", ppo.env_steps())?;
+        load_method_part(&unit.part("method")?, &s.method, |d| match method {
+            MultiAgentMethod::Credit { decoder, .. } => decoder.load(d),
+            _ => Ok(()),
+        })?;
+        env.restore(&s.env)?;
+        eval_env.restore(&s.eval_env)?;
+        Ok(Self {
+            params: p.clone(),
+            steps: s.steps,
+            env_rng: s.env_rng,
+            eval_rng: s.eval_rng,
+            buffer,
+            obs: s.obs.into_iter().map(Array1::from).collect(),
+            ep_obs: s.ep_obs,
+            ep_act: s.ep_act,
+            ep_next: s.ep_next,
+            ep_dense: s.ep_dense,
+            iterations: s.iterations,
+            team_return: s.team_return,
+            summary: s.summary,
+        })
+    }
+}
+
+/// Trains a PPO policy shared by the agents of `env` (its hidden rewards are the dense ones; the
+/// learner sees only what `method` hands out), evaluating the dense team return on `eval_env`.
+/// A run that can resume: [`MultiAgentRun`] and [`run_multi_agent_ppo`].
+///
+/// # Errors
+/// Environment, agent and decoder failures; agents of different widths.
+pub fn train_multi_agent_ppo(
+    env: &mut dyn MultiAgentEnv,
+    eval_env: &mut dyn MultiAgentEnv,
+    ppo: &mut dyn OnlineAgent,
+    method: &mut MultiAgentMethod,
+    params: &Valid<MultiAgentLoopParams>,
+    sink: &mut dyn MetricsSink,
+    progress: &mut dyn FnMut(u64),
+) -> Result<RunSummary> {
+    let mut run = MultiAgentRun::new(env, method, params)?;
+    while !run.is_finished() {
+        run.step(env, eval_env, ppo, method, sink)?;
+        progress(run.steps());
     }
     sink.flush()?;
-    Ok(summary)
+    Ok(run.summary)
+}
+
+/// Continues `run` (new, or restored by [`MultiAgentRun::load`]) to its `total_steps`, as
+/// [`train_multi_agent_ppo`] does, writing a checkpoint ([`MultiAgentRun::save`]) every
+/// `checkpoint.every` steps and after the last one.
+///
+/// # Errors
+/// As [`MultiAgentRun::step`] and [`MultiAgentRun::save`].
+#[allow(clippy::too_many_arguments)]
+pub fn run_multi_agent_ppo<M: MultiAgentEnv + Snapshot, V: MultiAgentEnv + Snapshot>(
+    run: &mut MultiAgentRun,
+    env: &mut M,
+    eval_env: &mut V,
+    ppo: &mut dyn OnlineAgent,
+    method: &mut MultiAgentMethod,
+    sink: &mut dyn MetricsSink,
+    progress: &mut dyn FnMut(u64),
+    checkpoint: Option<&Checkpointing>,
+) -> Result<RunSummary> {
+    while !run.is_finished() {
+        run.step(env, eval_env, ppo, method, sink)?;
+        progress(run.steps());
+        if let Some(c) = checkpoint {
+            if c.due(run.steps(), run.is_finished()) {
+                sink.flush()?;
+                run.save(&c.dir, env, eval_env, ppo, method)?;
+            }
+        }
+    }
+    sink.flush()?;
+    Ok(run.summary.clone())
 }
 
 #[cfg(test)]

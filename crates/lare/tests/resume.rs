@@ -13,10 +13,12 @@ use rand::{Rng, RngCore};
 use rl_core::{Env, MemorySink, Params, Space, Step};
 use rl_envs::wrappers::EpisodicReward;
 
-use lare::train::{train_multi_agent_ppo, train_off_policy, MultiAgentLoopParams, MultiAgentMethod, OffPolicyLoopParams, RunSummary};
+use lare::train::{
+    train_multi_agent_ppo, train_off_policy, MultiAgentLoopParams, MultiAgentMethod, OffPolicyLoopParams, RunSummary,
+};
 use lare::{
-    AgentCreditDecoder, CreditParams, DecoderParams, Decomposition, DecompositionLoss, Ircr, IrcrParams,
-    NativeEncoder, RawEncoder, RawFeatures, RewardRedistributor, StateSource,
+    AgentCreditDecoder, CreditParams, DecoderParams, Decomposition, DecompositionLoss, Ircr, IrcrParams, NativeEncoder,
+    RawEncoder, RawFeatures, RewardRedistributor, StateSource,
 };
 use rl_agents::{Ppo, PpoParams, Sac, SacParams};
 use rl_envs::mpe::{SimpleSpread, SimpleSpreadParams};
@@ -92,8 +94,9 @@ fn sac(seed: u64) -> Sac {
 }
 
 fn lare_method(seed: u64) -> Decomposition {
-    let enc =
-        NativeEncoder::new(1, "|x'|", |_, _, next, out| out[0] = next[0].abs()).unwrap().with_state_source(StateSource::Next);
+    let enc = NativeEncoder::new(1, "|x'|", |_, _, next, out| out[0] = next[0].abs())
+        .unwrap()
+        .with_state_source(StateSource::Next);
     let dec = DecoderParams::default().hidden([8]).lr(3e-3).rrd_k(4).batch_size(8).seed(seed).check().unwrap();
     Decomposition::new("lare", Box::new(enc), dec, tch::Device::Cpu).unwrap()
 }
@@ -148,7 +151,8 @@ fn off_policy_uninterrupted(method: &mut dyn RewardRedistributor, seed: u64) -> 
     let s =
         train_off_policy(&mut env, &mut eval, &mut agent, method, &off_params(seed), &mut sink, &mut |_| {}).unwrap();
     let (actor, critic, _) = agent.var_stores();
-    let mut weights: BTreeMap<String, String> = flat(actor).into_iter().map(|(k, v)| (format!("actor/{k}"), v)).collect();
+    let mut weights: BTreeMap<String, String> =
+        flat(actor).into_iter().map(|(k, v)| (format!("actor/{k}"), v)).collect();
     weights.extend(flat(critic).into_iter().map(|(k, v)| (format!("critic/{k}"), v)));
     Outcome { summary: s, records: records(&sink), weights }
 }
