@@ -20,7 +20,7 @@ use lare::{
     AgentCreditDecoder, CreditParams, DecoderParams, Decomposition, DecompositionLoss, Ircr, IrcrParams, NativeEncoder,
     RawEncoder, RawFeatures, RewardRedistributor, StateSource,
 };
-use rl_agents::{Ppo, PpoParams, Sac, SacParams};
+use rl_agents::{Agent, Ppo, PpoParams, Sac, SacParams};
 use rl_envs::mpe::{SimpleSpread, SimpleSpreadParams};
 use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
@@ -223,4 +223,306 @@ fn default_path_draws_the_same_numbers() {
         assert_eq!(g.weights, w.weights, "{k}: weights");
         assert!(!w.records.is_empty() && !w.weights.is_empty());
     }
+}
+
+// ---------------------------------------------------------------- resume equivalence
+
+use lare::train::{run_multi_agent_ppo, run_off_policy, Checkpointing, MultiAgentRun, OffPolicyRun};
+use rl_agents::{Td3, Td3Params};
+use std::path::Path;
+
+fn td3(seed: u64) -> Td3 {
+    let (o, a) = (Space::symmetric(1, 2.0).unwrap(), Space::symmetric(1, 1.0).unwrap());
+    Td3::new(Td3Params::default().hidden([16]).check().unwrap(), &o, &a, tch::Device::Cpu, seed).unwrap()
+}
+
+fn prefixed(prefix: &str, vs: &VarStore) -> BTreeMap<String, String> {
+    flat(vs).into_iter().map(|(k, v)| (format!("{prefix}/{k}"), v)).collect()
+}
+
+/// Runs the off-policy loop of `agent`/`method` (made by `make` from a seed) to the end,
+/// uninterrupted, and again interrupted after `k` steps (`OffPolicyRun::step`), saved,
+/// restored into objects built from another agent seed and continued with `run_off_policy`
+/// (writing checkpoints every 25 steps); returns both outcomes.
+fn off_policy_pair<A: Agent, M: RewardRedistributor>(
+    make: &dyn Fn(u64) -> (A, M),
+    weights: &dyn Fn(&A, &M) -> BTreeMap<String, String>,
+    seed: u64,
+    k: u64,
+    dir: &Path,
+) -> (Outcome, Outcome) {
+    let params = off_params(seed);
+    // uninterrupted
+    let (mut a, mut m) = make(seed);
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let mut sink = MemorySink::default();
+    let s = train_off_policy(&mut env, &mut eval, &mut a, &mut m, &params, &mut sink, &mut |_| {}).unwrap();
+    let whole = Outcome { summary: s, records: records(&sink), weights: weights(&a, &m) };
+    // interrupted after k steps
+    let (mut a, mut m) = make(seed);
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let mut first = MemorySink::default();
+    let mut run = OffPolicyRun::new(&mut env, &m, &params).unwrap();
+    for _ in 0..k {
+        run.step(&mut env, &mut eval, &mut a, &mut m, &mut first).unwrap();
+    }
+    assert_eq!(run.steps(), k);
+    run.save(&dir.join("run"), &env, &eval, &a, &m).unwrap();
+    drop((run, a, m, env, eval));
+    // a fresh process: new objects (another agent seed, environments in another state)
+    let (mut a, mut m) = make(seed + 1_000);
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let mut run = OffPolicyRun::load(&dir.join("run"), &mut env, &mut eval, &mut a, &mut m, &params).unwrap();
+    assert_eq!(run.steps(), k);
+    let mut rest = MemorySink::default();
+    let ck = Checkpointing::new(dir.join("again"), 25).unwrap();
+    let s = run_off_policy(&mut run, &mut env, &mut eval, &mut a, &mut m, &mut rest, &mut |_| {}, Some(&ck)).unwrap();
+    let mut recs = records(&first);
+    recs.extend(records(&rest));
+    (whole, Outcome { summary: s, records: recs, weights: weights(&a, &m) })
+}
+
+fn assert_same(whole: &Outcome, resumed: &Outcome, what: &str) {
+    assert!(!whole.summary.evals.is_empty() && !whole.summary.train_returns.is_empty(), "{what}");
+    assert_eq!(whole.summary, resumed.summary, "{what}: summary");
+    assert_eq!(whole.records, resumed.records, "{what}: metric records");
+    assert_eq!(whole.weights, resumed.weights, "{what}: weights");
+}
+
+fn sac_weights<M>(a: &Sac, _: &M) -> BTreeMap<String, String> {
+    let (actor, critic, target) = a.var_stores();
+    let mut w = prefixed("actor", actor);
+    w.extend(prefixed("critic", critic));
+    w.extend(prefixed("target", target));
+    w
+}
+
+#[test]
+fn lare_with_sac_resumes_bit_for_bit_mid_episode() {
+    tch::set_num_threads(1);
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, resumed) = off_policy_pair(
+        &|s| (sac(s), lare_method(1)),
+        &|a, m: &Decomposition| {
+            let mut w = sac_weights(a, m);
+            w.extend(prefixed("decoder", m.decoder().var_store()));
+            w
+        },
+        1,
+        50, // after the random phase, in the middle of the third episode
+        dir.path(),
+    );
+    assert_same(&whole, &resumed, "lare/sac");
+    assert!(whole.records.iter().any(|(_, m)| m.contains_key("reward_model/loss")));
+    // the continued run wrote its last checkpoint at the end; it loads
+    let (mut a, mut m) = (sac(5), lare_method(1));
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let run = OffPolicyRun::load(&dir.path().join("again"), &mut env, &mut eval, &mut a, &mut m, &off_params(1)).unwrap();
+    assert!(run.is_finished());
+    assert_eq!(run.summary(), &whole.summary);
+    assert!(m.decoder().updates() > 0);
+}
+
+#[test]
+fn rrd_with_td3_resumes_bit_for_bit() {
+    tch::set_num_threads(1);
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, resumed) = off_policy_pair(
+        &|s| (td3(s), rrd_method(2)),
+        &|a: &Td3, m: &Decomposition| {
+            let mut w = BTreeMap::new();
+            for (i, vs) in a.var_stores().iter().enumerate() {
+                w.extend(prefixed(&format!("td3{i}"), vs));
+            }
+            w.extend(prefixed("decoder", m.decoder().var_store()));
+            w
+        },
+        2,
+        77,
+        dir.path(),
+    );
+    assert_same(&whole, &resumed, "rrd/td3");
+}
+
+#[test]
+fn ircr_resumes_bit_for_bit_during_the_random_phase() {
+    tch::set_num_threads(1);
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, resumed) = off_policy_pair(&|s| (sac(s), ircr_method()), &sac_weights, 3, 30, dir.path());
+    assert_same(&whole, &resumed, "ircr/sac");
+}
+
+#[test]
+fn a_finished_run_extends_to_more_steps_as_if_it_had_run_on() {
+    tch::set_num_threads(1);
+    let dir = tempfile::tempdir().unwrap();
+    let long = off_params(4);
+    let short = OffPolicyLoopParams { total_steps: 60, ..long.get().clone() }.check().unwrap();
+    let make = |s| (sac(s), lare_method(4));
+    let (mut a, mut m) = make(4);
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let mut sink = MemorySink::default();
+    let s = train_off_policy(&mut env, &mut eval, &mut a, &mut m, &long, &mut sink, &mut |_| {}).unwrap();
+    let whole = Outcome { summary: s, records: records(&sink), weights: sac_weights(&a, &m) };
+    // 60 steps with a checkpoint every 25 (and at the end), then extended to 120
+    let (mut a, mut m) = make(4);
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let mut first = MemorySink::default();
+    let mut run = OffPolicyRun::new(&mut env, &m, &short).unwrap();
+    let ck = Checkpointing::new(dir.path().join("run"), 25).unwrap();
+    run_off_policy(&mut run, &mut env, &mut eval, &mut a, &mut m, &mut first, &mut |_| {}, Some(&ck)).unwrap();
+    let (mut a, mut m) = make(40);
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let mut run = OffPolicyRun::load(&ck.dir, &mut env, &mut eval, &mut a, &mut m, &long).unwrap();
+    assert_eq!(run.steps(), 60);
+    let mut rest = MemorySink::default();
+    let s = run_off_policy(&mut run, &mut env, &mut eval, &mut a, &mut m, &mut rest, &mut |_| {}, None).unwrap();
+    let mut recs = records(&first);
+    recs.extend(records(&rest));
+    assert_same(&whole, &Outcome { summary: s, records: recs, weights: sac_weights(&a, &m) }, "extended");
+}
+
+fn spread() -> SimpleSpread {
+    SimpleSpread::new(SimpleSpreadParams::default().n_agents(2).check().unwrap()).unwrap()
+}
+
+fn ma_params(seed: u64) -> rl_core::Valid<MultiAgentLoopParams> {
+    MultiAgentLoopParams {
+        total_steps: 100,
+        decoder_every: 1,
+        decoder_updates: 2,
+        reward_scale: 50.0,
+        eval_every: 50,
+        eval_episodes: 1,
+        seed,
+        ..Default::default()
+    }
+    .check()
+    .unwrap()
+}
+
+fn ma_objects(ppo_seed: u64, credit_seed: u64, credit: bool) -> (Ppo, MultiAgentMethod) {
+    use rl_envs::MultiAgentEnv;
+    let env = spread();
+    let (os, acts) = (env.observation_spaces()[0].clone(), env.action_spaces()[0].clone());
+    let pp = PpoParams::default().num_steps(25).num_minibatches(2).update_epochs(1).check().unwrap();
+    let ppo = Ppo::new(pp, &os, &acts, tch::Device::Cpu, ppo_seed).unwrap();
+    let m = if credit {
+        let cp = CreditParams::default().batch_episodes(2).seed(credit_seed).check().unwrap();
+        MultiAgentMethod::Credit {
+            name: "rd".into(),
+            encoder: Box::new(RawEncoder::new(os.dim(), 1, RawFeatures::NextState)),
+            decoder: Box::new(AgentCreditDecoder::new(cp, os.dim(), tch::Device::Cpu).unwrap()),
+        }
+    } else {
+        MultiAgentMethod::Episodic
+    };
+    (ppo, m)
+}
+
+fn ma_weights(ppo: &Ppo, m: &MultiAgentMethod) -> BTreeMap<String, String> {
+    let mut w = prefixed("ppo", ppo.var_store());
+    if let MultiAgentMethod::Credit { decoder, .. } = m {
+        w.extend(prefixed("credit", decoder.var_store()));
+    }
+    w
+}
+
+fn multi_agent_pair(credit: bool, k: u64, dir: &Path) -> (Outcome, Outcome) {
+    let params = ma_params(3);
+    let (mut ppo, mut m) = ma_objects(3, 3, credit);
+    let (mut env, mut eval) = (spread(), spread());
+    let mut sink = MemorySink::default();
+    let s = train_multi_agent_ppo(&mut env, &mut eval, &mut ppo, &mut m, &params, &mut sink, &mut |_| {}).unwrap();
+    let whole = Outcome { summary: s, records: records(&sink), weights: ma_weights(&ppo, &m) };
+    let (mut ppo, mut m) = ma_objects(3, 3, credit);
+    let (mut env, mut eval) = (spread(), spread());
+    let mut first = MemorySink::default();
+    let mut run = MultiAgentRun::new(&mut env, &m, &params).unwrap();
+    for _ in 0..k {
+        run.step(&mut env, &mut eval, &mut ppo, &mut m, &mut first).unwrap();
+    }
+    run.save(&dir.join("run"), &env, &eval, &ppo, &m).unwrap();
+    drop((run, ppo, m, env, eval));
+    let (mut ppo, mut m) = ma_objects(77, 3, credit);
+    let (mut env, mut eval) = (spread(), spread());
+    let mut run = MultiAgentRun::load(&dir.join("run"), &mut env, &mut eval, &mut ppo, &mut m, &params).unwrap();
+    assert_eq!(run.steps(), k);
+    let mut rest = MemorySink::default();
+    let ck = Checkpointing::new(dir.join("again"), 30).unwrap();
+    let s = run_multi_agent_ppo(&mut run, &mut env, &mut eval, &mut ppo, &mut m, &mut rest, &mut |_| {}, Some(&ck))
+        .unwrap();
+    assert_eq!(run.iterations(), 4);
+    let mut recs = records(&first);
+    recs.extend(records(&rest));
+    (whole, Outcome { summary: s, records: recs, weights: ma_weights(&ppo, &m) })
+}
+
+#[test]
+fn multi_agent_credit_resumes_bit_for_bit_mid_rollout_and_mid_episode() {
+    tch::set_num_threads(1);
+    let dir = tempfile::tempdir().unwrap();
+    // 40 steps: the second 25-step episode and PPO rollout are half collected, one decoder round done
+    let (whole, resumed) = multi_agent_pair(true, 40, dir.path());
+    assert_same(&whole, &resumed, "multi-agent credit");
+    assert!(whole.records.iter().any(|(_, m)| m.contains_key("reward_model/loss")));
+}
+
+#[test]
+fn multi_agent_episodic_resumes_bit_for_bit() {
+    tch::set_num_threads(1);
+    let dir = tempfile::tempdir().unwrap();
+    let (whole, resumed) = multi_agent_pair(false, 63, dir.path());
+    assert_same(&whole, &resumed, "multi-agent episodic");
+}
+
+// ---------------------------------------------------------------- bad checkpoints
+
+fn saved_lare_run(dir: &Path) {
+    let (mut a, mut m) = (sac(0), lare_method(0));
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let mut run = OffPolicyRun::new(&mut env, &m, &off_params(0)).unwrap();
+    let mut sink = MemorySink::default();
+    for _ in 0..45 {
+        run.step(&mut env, &mut eval, &mut a, &mut m, &mut sink).unwrap();
+    }
+    run.save(dir, &env, &eval, &a, &m).unwrap();
+}
+
+fn load_lare(dir: &Path, params: &rl_core::Valid<OffPolicyLoopParams>) -> lare::Result<OffPolicyRun> {
+    let (mut a, mut m) = (sac(0), lare_method(0));
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    OffPolicyRun::load(dir, &mut env, &mut eval, &mut a, &mut m, params)
+}
+
+#[test]
+fn mismatched_and_corrupt_checkpoints_are_typed_errors() {
+    tch::set_num_threads(1);
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("run");
+    saved_lare_run(&dir);
+    assert!(load_lare(&dir, &off_params(0)).is_ok());
+    // other loop parameters (the seed, the batch size): refused
+    let e = load_lare(&dir, &off_params(9)).unwrap_err();
+    assert!(matches!(e, lare::LareError::Corrupt { .. }) && e.to_string().contains("loop parameters"), "{e}");
+    let other = OffPolicyLoopParams { batch_size: 8, ..off_params(0).get().clone() }.check().unwrap();
+    assert!(matches!(load_lare(&dir, &other).unwrap_err(), lare::LareError::Corrupt { .. }));
+    // another method
+    let (mut a, mut m) = (sac(0), rrd_method(0));
+    let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
+    let e = OffPolicyRun::load(&dir, &mut env, &mut eval, &mut a, &mut m, &off_params(0)).unwrap_err();
+    assert!(e.to_string().contains("method `lare`"), "{e}");
+    // a multi-agent loop cannot read it (another kind)
+    let (mut ppo, mut mm) = ma_objects(0, 0, true);
+    let (mut env, mut eval) = (spread(), spread());
+    let e = MultiAgentRun::load(&dir, &mut env, &mut eval, &mut ppo, &mut mm, &ma_params(0)).unwrap_err();
+    assert!(matches!(e, lare::LareError::Nn(_)), "{e}");
+    // no checkpoint at all
+    assert!(matches!(load_lare(&tmp.path().join("none"), &off_params(0)).unwrap_err(), lare::LareError::Nn(_)));
+    // a changed byte in a part: the unit's hashes catch it
+    let data = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).find(|p| p.is_dir()).unwrap();
+    let state = data.join("loop").join("state.json");
+    let text = std::fs::read_to_string(&state).unwrap().replacen("\"steps\": 45", "\"steps\": 46", 1);
+    std::fs::write(&state, text).unwrap();
+    assert!(matches!(load_lare(&dir, &off_params(0)).unwrap_err(), lare::LareError::Nn(_)));
 }
