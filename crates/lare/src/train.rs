@@ -1134,6 +1134,13 @@ mod tests {
     use rl_envs::mpe::{SimpleSpread, SimpleSpreadParams};
 
     #[test]
+    fn checkpointing_rejects_a_zero_period() {
+        assert!(Checkpointing::new("x", 0).is_err());
+        let c = Checkpointing::new("x", 10).unwrap();
+        assert!(c.due(20, false) && !c.due(21, false) && c.due(21, true));
+    }
+
+    #[test]
     fn loop_params_reject_zero_and_bad_scale() {
         assert!(OffPolicyLoopParams::default().check().is_ok());
         assert!(OffPolicyLoopParams { batch_size: 0, ..Default::default() }.check().is_err());

@@ -317,7 +317,8 @@ fn lare_with_sac_resumes_bit_for_bit_mid_episode() {
     // the continued run wrote its last checkpoint at the end; it loads
     let (mut a, mut m) = (sac(5), lare_method(1));
     let (mut env, mut eval) = (EpisodicReward::new(Drift::new()), Drift::new());
-    let run = OffPolicyRun::load(&dir.path().join("again"), &mut env, &mut eval, &mut a, &mut m, &off_params(1)).unwrap();
+    let run =
+        OffPolicyRun::load(&dir.path().join("again"), &mut env, &mut eval, &mut a, &mut m, &off_params(1)).unwrap();
     assert!(run.is_finished());
     assert_eq!(run.summary(), &whole.summary);
     assert!(m.decoder().updates() > 0);
