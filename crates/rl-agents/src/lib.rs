@@ -46,6 +46,7 @@
 #![deny(missing_debug_implementations)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod actor_critic;
 pub mod agent;
 pub mod batch;
 pub mod buffer;
@@ -58,6 +59,7 @@ pub mod sac;
 pub mod td3;
 pub mod train;
 
+pub use actor_critic::{ensemble_mse, ActorCritic, ActorCriticSpec};
 pub use agent::{Agent, BatchPolicy, OnlineAgent, PolicyRef, UpdateMetrics, VecTransition};
 pub use batch::Batch;
 pub use buffer::{ReplayBuffer, ReplayBufferParams};

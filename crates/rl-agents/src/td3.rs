@@ -4,18 +4,18 @@ use std::path::Path;
 
 use ndarray::{Array2, ArrayView2};
 use rl_core::{ActMode, Params, SeededRng, Space, Valid};
-use rl_nn::optim::Adam;
 use rl_nn::MlpConfig;
 use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
+use crate::actor_critic::{ensemble_mse, ActorCritic, ActorCriticSpec};
 use crate::agent::{obs_tensor, to_array2, Agent, BatchPolicy, UpdateMetrics};
 use crate::batch::Batch;
 use crate::ckpt::{self, Parts};
 use crate::error::{check, AgentError, Result};
-use crate::nets::{ActionBounds, DeterministicActor, EnsembleCritic, TargetSync};
-use crate::sac::{adam, check_mlp, setters};
+use crate::nets::{ActionBounds, DeterministicActor, EnsembleCritic};
+use crate::sac::{check_mlp, setters};
 
 /// Which critic value the actor maximises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -166,18 +166,7 @@ pub struct Td3 {
     device: Device,
     obs_dim: usize,
     act_dim: usize,
-    actor_vs: VarStore,
-    actor: DeterministicActor,
-    actor_target_vs: VarStore,
-    actor_target: DeterministicActor,
-    actor_sync: TargetSync,
-    critic_vs: VarStore,
-    critic: EnsembleCritic,
-    critic_target_vs: VarStore,
-    critic_target: EnsembleCritic,
-    critic_sync: TargetSync,
-    actor_opt: Adam,
-    critic_opt: Adam,
+    nets: ActorCritic,
     rng: SeededRng,
     updates: u64,
 }
@@ -216,45 +205,26 @@ impl Td3 {
         let (obs_dim, act_dim) = (obs_space.dim(), bounds.dim());
         let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3-init"));
         let mut scratch = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3-target-scratch"));
-        let actor_cfg = check_mlp("actor", &params.actor)?;
-        let critic_cfg = check_mlp("critic", &params.critic)?;
-        let actor_vs = VarStore::new(device);
-        let actor = DeterministicActor::new(&actor_vs.root(), obs_dim, bounds.clone(), &actor_cfg, &mut init)?;
-        let critic_vs = VarStore::new(device);
-        let critic =
-            EnsembleCritic::new(&critic_vs.root(), params.n_critics, obs_dim, act_dim, &critic_cfg, &mut init)?;
-        let mut actor_target_vs = VarStore::new(device);
-        let actor_target = DeterministicActor::new(&actor_target_vs.root(), obs_dim, bounds, &actor_cfg, &mut scratch)?;
-        let actor_sync = TargetSync::new(&mut actor_target_vs, &actor_vs)?;
-        let mut critic_target_vs = VarStore::new(device);
-        let critic_target = EnsembleCritic::new(
-            &critic_target_vs.root(),
-            params.n_critics,
-            obs_dim,
-            act_dim,
-            &critic_cfg,
+        let nets = ActorCritic::new(
+            ActorCriticSpec {
+                obs_dim,
+                bounds,
+                actor: &params.actor,
+                critic: &params.critic,
+                n_critics: params.n_critics,
+                actor_lr: params.actor_lr,
+                critic_lr: params.critic_lr,
+            },
+            device,
+            &mut init,
             &mut scratch,
         )?;
-        let critic_sync = TargetSync::new(&mut critic_target_vs, &critic_vs)?;
-        let actor_opt = Adam::for_var_store(adam(params.actor_lr)?, &actor_vs)?;
-        let critic_opt = Adam::for_var_store(adam(params.critic_lr)?, &critic_vs)?;
         Ok(Self {
             params,
             device,
             obs_dim,
             act_dim,
-            actor_vs,
-            actor,
-            actor_target_vs,
-            actor_target,
-            actor_sync,
-            critic_vs,
-            critic,
-            critic_target_vs,
-            critic_target,
-            critic_sync,
-            actor_opt,
-            critic_opt,
+            nets,
             rng: rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3-noise")),
             updates: 0,
         })
@@ -267,30 +237,21 @@ impl Td3 {
 
     /// The policy network.
     pub fn actor(&self) -> &DeterministicActor {
-        &self.actor
+        &self.nets.actor
     }
 
     /// The critic ensemble.
     pub fn critic(&self) -> &EnsembleCritic {
-        &self.critic
+        &self.nets.critic
     }
 
     /// The variable stores `(actor, actor target, critic, critic target)`.
     pub fn var_stores(&self) -> [&VarStore; 4] {
-        [&self.actor_vs, &self.actor_target_vs, &self.critic_vs, &self.critic_target_vs]
+        [&self.nets.actor_vs, &self.nets.actor_target_vs, &self.nets.critic_vs, &self.nets.critic_target_vs]
     }
 
     fn parts(&self) -> Parts<'_> {
-        Parts {
-            stores: vec![
-                ("actor", &self.actor_vs),
-                ("actor_target", &self.actor_target_vs),
-                ("critic", &self.critic_vs),
-                ("critic_target", &self.critic_target_vs),
-            ],
-            optims: vec![("actor", &self.actor_opt), ("critic", &self.critic_opt)],
-            tensors: vec![],
-        }
+        self.nets.parts()
     }
 
     /// Gaussian noise `N(0, (std · scale)²)` of `shape`, from the agent's stream.
@@ -312,51 +273,44 @@ impl Agent for Td3 {
         let b = batch.len() as i64;
         let noise = self.scaled_noise(&[b, self.act_dim as i64], p.policy_noise)?;
         let y = tch::no_grad(|| -> Result<Tensor> {
-            let scale = self.actor.bounds().scale();
+            let scale = self.nets.actor.bounds().scale();
             let smooth = noise.f_clamp(-p.noise_clip, p.noise_clip)?.f_mul(scale)?;
-            let a_next = self.actor.bounds().clamp(&self.actor_target.forward(batch.next_obs())?.f_add(&smooth)?)?;
-            let q_next = self.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
+            let a_next =
+                self.nets.actor.bounds().clamp(&self.nets.actor_target.forward(batch.next_obs())?.f_add(&smooth)?)?;
+            let q_next = self.nets.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
             Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&q_next)?)?)
         })?;
-        let q = self.critic.forward(batch.obs(), batch.action())?;
-        let critic_loss =
-            q.f_sub(&y.f_unsqueeze(0)?)?.f_square()?.f_mean_dim(1, false, Kind::Float)?.f_sum(Kind::Float)?;
-        self.critic_opt.backward_step(&critic_loss)?;
+        let q = self.nets.critic.forward(batch.obs(), batch.action())?;
+        let critic_loss = ensemble_mse(&q, &y)?;
+        self.nets.critic_opt.backward_step(&critic_loss)?;
         m.push("loss/critic", &critic_loss)?;
         m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
         self.updates += 1;
         if self.updates % p.policy_delay as u64 == 0 {
-            let a = self.actor.forward(batch.obs())?;
+            let a = self.nets.actor.forward(batch.obs())?;
             let q_pi = match p.actor_objective {
-                ActorObjective::First => self.critic.forward_member_frozen(batch.obs(), &a, 0)?,
+                ActorObjective::First => self.nets.critic.forward_member_frozen(batch.obs(), &a, 0)?,
                 ActorObjective::Mean => {
-                    self.critic.forward_frozen(batch.obs(), &a)?.f_mean_dim(0, false, Kind::Float)?
+                    self.nets.critic.forward_frozen(batch.obs(), &a)?.f_mean_dim(0, false, Kind::Float)?
                 }
-                ActorObjective::Min => self.critic.forward_frozen(batch.obs(), &a)?.f_amin(0, false)?,
+                ActorObjective::Min => self.nets.critic.forward_frozen(batch.obs(), &a)?.f_amin(0, false)?,
             };
             let actor_loss = q_pi.f_mean(Kind::Float)?.f_neg()?;
-            self.actor_opt.backward_step(&actor_loss)?;
+            self.nets.actor_opt.backward_step(&actor_loss)?;
             m.push("loss/actor", &actor_loss)?;
-            self.critic_sync.soft_update(p.tau)?;
-            self.actor_sync.soft_update(p.tau)?;
+            self.nets.soft_update(p.tau)?;
         }
         Ok(m)
     }
 
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> Result<Array2<f32>> {
         let x = obs_tensor(obs, self.obs_dim, self.device)?;
-        let shape = [obs.nrows() as i64, self.act_dim as i64];
-        let std = self.params.exploration_noise;
-        let noise = self.scaled_noise(&shape, std)?;
-        let a = tch::no_grad(|| -> Result<Tensor> {
-            let mu = self.actor.forward(&x)?;
-            self.actor.bounds().clamp(&mu.f_add(&noise.f_mul(self.actor.bounds().scale())?)?)
-        })?;
+        let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
         to_array2(&a)
     }
 
     fn policy(&self) -> &dyn BatchPolicy {
-        &self.actor
+        &self.nets.actor
     }
 
     fn device(&self) -> Device {
@@ -372,8 +326,8 @@ impl Agent for Td3 {
             params: self.params.get().clone(),
             obs_dim: self.obs_dim,
             act_dim: self.act_dim,
-            low: self.actor.bounds().low().to_vec(),
-            high: self.actor.bounds().high().to_vec(),
+            low: self.nets.actor.bounds().low().to_vec(),
+            high: self.nets.actor.bounds().high().to_vec(),
             updates: self.updates,
             rng: self.rng.clone(),
         };
@@ -387,17 +341,17 @@ impl Agent for Td3 {
         AgentError::ensure_same(&ck.path, "params", &s.params, self.params.get())?;
         AgentError::ensure_same(&ck.path, "obs_dim", &s.obs_dim, &self.obs_dim)?;
         AgentError::ensure_same(&ck.path, "act_dim", &s.act_dim, &self.act_dim)?;
-        AgentError::ensure_same(&ck.path, "action low", &s.low.as_slice(), &self.actor.bounds().low())?;
-        AgentError::ensure_same(&ck.path, "action high", &s.high.as_slice(), &self.actor.bounds().high())?;
+        AgentError::ensure_same(&ck.path, "action low", &s.low.as_slice(), &self.nets.actor.bounds().low())?;
+        AgentError::ensure_same(&ck.path, "action high", &s.high.as_slice(), &self.nets.actor.bounds().high())?;
         self.parts().check(&ck.tensors, &ck.path)?;
         ckpt::restore(
             &[
-                ("actor", &self.actor_vs),
-                ("actor_target", &self.actor_target_vs),
-                ("critic", &self.critic_vs),
-                ("critic_target", &self.critic_target_vs),
+                ("actor", &self.nets.actor_vs),
+                ("actor_target", &self.nets.actor_target_vs),
+                ("critic", &self.nets.critic_vs),
+                ("critic_target", &self.nets.critic_target_vs),
             ],
-            &mut [("actor", &mut self.actor_opt), ("critic", &mut self.critic_opt)],
+            &mut [("actor", &mut self.nets.actor_opt), ("critic", &mut self.nets.critic_opt)],
             &mut [],
             &ck.tensors,
             &ck.path,

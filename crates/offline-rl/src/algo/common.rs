@@ -1,17 +1,16 @@
-//! Pieces the algorithms share: parameter setters, the actor–critic core of the TD3 family
-//! (deterministic actor, fused critic ensemble, their targets and optimisers), the cosine
+//! Pieces the algorithms share: parameter setters, the construction of the TD3 family's
+//! actor–critic core ([`rl_agents::ActorCritic`]), the cosine
 //! learning-rate schedule, checkpoint writing (the parts are [`rl_nn::parts`]), and small
 //! tensor helpers.
 
 use std::path::Path;
 
 use rand::Rng;
-use rl_agents::{ActionBounds, AgentError, DeterministicActor, EnsembleCritic, TargetSync};
+use rl_agents::{ActionBounds, ActorCritic, ActorCriticSpec, AgentError};
 use rl_core::{Params, Valid};
-use rl_nn::optim::{Adam, AdamParams};
+use rl_nn::optim::AdamParams;
 use rl_nn::MlpConfig;
 use serde::{Deserialize, Serialize};
-use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::error::{OfflineError, Result};
@@ -66,124 +65,16 @@ pub fn cosine_lr(base: f64, t: u64, t_max: u64) -> f64 {
     base * (1.0 + (std::f64::consts::PI * t / t_max as f64).cos()) / 2.0
 }
 
-/// Deterministic actor + fused critic ensemble, both with Polyak targets and Adam: the core of
-/// TD3+BC, DMG and SCAS (and the shape of `sfujimoto/TD3_BC`, `thu-rllab/DMG`,
-/// `thu-rllab/SCAS`: `Linear-ReLU-Linear-ReLU-Linear` networks, PyTorch's default init).
-#[derive(Debug)]
-pub(crate) struct ActorCritic {
-    pub(crate) device: Device,
-    pub(crate) obs_dim: usize,
-    pub(crate) act_dim: usize,
-    pub(crate) actor_vs: VarStore,
-    pub(crate) actor: DeterministicActor,
-    pub(crate) actor_target_vs: VarStore,
-    pub(crate) actor_target: DeterministicActor,
-    pub(crate) actor_sync: TargetSync,
-    pub(crate) critic_vs: VarStore,
-    pub(crate) critic: EnsembleCritic,
-    pub(crate) critic_target_vs: VarStore,
-    pub(crate) critic_target: EnsembleCritic,
-    pub(crate) critic_sync: TargetSync,
-    pub(crate) actor_opt: Adam,
-    pub(crate) critic_opt: Adam,
-}
-
-/// What [`ActorCritic::new`] needs.
-pub(crate) struct ActorCriticSpec<'a> {
-    pub(crate) obs_dim: usize,
-    pub(crate) bounds: ActionBounds,
-    pub(crate) actor: &'a MlpConfig,
-    pub(crate) critic: &'a MlpConfig,
-    pub(crate) n_critics: usize,
-    pub(crate) actor_lr: f64,
-    pub(crate) critic_lr: f64,
-}
-
-impl ActorCritic {
-    /// Weights from `init` (actor, then critics); the targets start as copies.
-    pub(crate) fn new<R: Rng + ?Sized>(spec: ActorCriticSpec<'_>, device: Device, init: &mut R) -> Result<Self> {
-        let actor_cfg = check_mlp("actor", spec.actor)?;
-        let critic_cfg = check_mlp("critic", spec.critic)?;
-        let obs_dim = spec.obs_dim;
-        let act_dim = spec.bounds.dim();
-        // the targets' own draws are overwritten by the copy; a separate stream keeps `init` clean
-        let mut scratch = rl_core::rng_from_seed(init.random::<u64>());
-        let actor_vs = VarStore::new(device);
-        let actor = DeterministicActor::new(&actor_vs.root(), obs_dim, spec.bounds.clone(), &actor_cfg, init)?;
-        let critic_vs = VarStore::new(device);
-        let critic = EnsembleCritic::new(&critic_vs.root(), spec.n_critics, obs_dim, act_dim, &critic_cfg, init)?;
-        let mut actor_target_vs = VarStore::new(device);
-        let actor_target =
-            DeterministicActor::new(&actor_target_vs.root(), obs_dim, spec.bounds, &actor_cfg, &mut scratch)?;
-        let actor_sync = TargetSync::new(&mut actor_target_vs, &actor_vs)?;
-        let mut critic_target_vs = VarStore::new(device);
-        let critic_target =
-            EnsembleCritic::new(&critic_target_vs.root(), spec.n_critics, obs_dim, act_dim, &critic_cfg, &mut scratch)?;
-        let critic_sync = TargetSync::new(&mut critic_target_vs, &critic_vs)?;
-        let actor_opt = Adam::for_var_store(adam(spec.actor_lr)?, &actor_vs)?;
-        let critic_opt = Adam::for_var_store(adam(spec.critic_lr)?, &critic_vs)?;
-        Ok(Self {
-            device,
-            obs_dim,
-            act_dim,
-            actor_vs,
-            actor,
-            actor_target_vs,
-            actor_target,
-            actor_sync,
-            critic_vs,
-            critic,
-            critic_target_vs,
-            critic_target,
-            critic_sync,
-            actor_opt,
-            critic_opt,
-        })
-    }
-
-    /// TD3's smoothed target action `clip(μ'(s') + clip(σε, −c, c) · k, low, high)` for a
-    /// standard normal draw `eps`, with `k` the action scale when `scaled` and 1 otherwise
-    /// (no gradient).
-    pub(crate) fn target_action(
-        &self,
-        next_obs: &Tensor,
-        eps: &Tensor,
-        sigma: f64,
-        clip: f64,
-        scaled: bool,
-    ) -> AResult<Tensor> {
-        let mut noise = eps.f_mul_scalar(sigma)?.f_clamp(-clip, clip)?;
-        if scaled {
-            noise = noise.f_mul(self.actor.bounds().scale())?;
-        }
-        self.actor.bounds().clamp(&self.actor_target.forward(next_obs)?.f_add(&noise)?)
-    }
-
-    /// Polyak update of both targets.
-    pub(crate) fn soft_update(&self, tau: f64) -> AResult<()> {
-        self.critic_sync.soft_update(tau)?;
-        self.actor_sync.soft_update(tau)
-    }
-
-    /// Exploration `clip(μ(s) + N(0, (σ · scale)²))` with noise from `rng`.
-    pub(crate) fn explore<R: Rng + ?Sized>(&self, obs: &Tensor, sigma: f64, rng: &mut R) -> AResult<Tensor> {
-        let b = obs.size()[0];
-        let eps = rl_nn::rand::normal(&[b, self.act_dim as i64], 0.0, sigma, (Kind::Float, self.device), rng)?;
-        tch::no_grad(|| {
-            let mu = self.actor.forward(obs)?;
-            self.actor.bounds().clamp(&mu.f_add(&eps.f_mul(self.actor.bounds().scale())?)?)
-        })
-    }
-
-    pub(crate) fn parts(&self) -> Parts<'_> {
-        Parts::new()
-            .store("actor", &self.actor_vs)
-            .store("actor_target", &self.actor_target_vs)
-            .store("critic", &self.critic_vs)
-            .store("critic_target", &self.critic_target_vs)
-            .optim("actor", &self.actor_opt)
-            .optim("critic", &self.critic_opt)
-    }
+/// [`rl_agents::ActorCritic::new`] with the targets built from a stream seeded by one draw of
+/// `init` (taken first), the order offline-rl's algorithms have always drawn their weights in.
+pub(crate) fn actor_critic<R: Rng + ?Sized>(
+    spec: ActorCriticSpec<'_>,
+    device: Device,
+    init: &mut R,
+) -> AResult<ActorCritic> {
+    // the targets' own draws are overwritten by the copy; a separate stream keeps `init` clean
+    let mut scratch = rl_core::rng_from_seed(init.random::<u64>());
+    ActorCritic::new(spec, device, init, &mut scratch)
 }
 
 /// `AgentError::Shape` unless `t` is a `[rows, cols]` float tensor on `device` (an injected
@@ -200,10 +91,7 @@ pub(crate) fn check_noise(what: &str, t: &Tensor, rows: usize, cols: usize, devi
     Ok(())
 }
 
-/// `Σ_e mean_b (q_e − y)²` for critic values `q` `[E, B]` and targets `y` `[B]`.
-pub(crate) fn ensemble_mse(q: &Tensor, y: &Tensor) -> AResult<Tensor> {
-    Ok(q.f_sub(&y.f_unsqueeze(0)?)?.f_square()?.f_mean_dim(1, false, Kind::Float)?.f_sum(Kind::Float)?)
-}
+pub(crate) use rl_agents::ensemble_mse;
 
 /// IQL's expectile loss `mean(|τ − 1[d < 0]| · d²)` of `d = target − prediction`.
 pub(crate) fn expectile_loss(diff: &Tensor, tau: f64) -> AResult<Tensor> {

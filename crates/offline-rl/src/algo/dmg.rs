@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use super::common::{self, setters, AResult, ActorCritic, ActorCriticSpec, Shape};
+use super::common::{self, setters, AResult, Shape};
 use super::{obs_tensor, DatasetKind, OfflineAlgorithm};
 use crate::error::{check, OfflineError, Result};
+use rl_agents::{ActorCritic, ActorCriticSpec};
 
 /// The offline-to-online fine-tuning schedule of DMG (`train_finetune.py`): after `t` online
 /// updates, `d_t = decay^⌊t / every⌋`, `λ_t = λ_end − (λ_end − λ) d_t`,
@@ -329,7 +330,7 @@ impl Dmg {
         rl_nn::check::available(device)?;
         let bounds = ActionBounds::from_space(action_space, device)?;
         let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "dmg-init"));
-        let nets = ActorCritic::new(
+        let nets = common::actor_critic(
             ActorCriticSpec {
                 obs_dim: obs_space.dim(),
                 bounds,

@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use super::common::{self, setters, AResult, ActorCritic, ActorCriticSpec, Shape};
+use super::common::{self, setters, AResult, Shape};
 use super::{obs_tensor, OfflineAlgorithm};
 use crate::error::{check, OfflineError, Result};
+use rl_agents::{ActorCritic, ActorCriticSpec};
 
 /// How the target critics are combined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -300,7 +301,7 @@ impl Scas {
         let bounds = ActionBounds::from_space(action_space, device)?;
         let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "scas-init"));
         let (o, a) = (obs_space.dim(), bounds.dim());
-        let nets = ActorCritic::new(
+        let nets = common::actor_critic(
             ActorCriticSpec {
                 obs_dim: o,
                 bounds,

@@ -9,9 +9,10 @@ use rl_nn::MlpConfig;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
-use super::common::{self, setters, AResult, ActorCritic, ActorCriticSpec, Shape};
+use super::common::{self, setters, AResult, Shape};
 use super::{obs_tensor, OfflineAlgorithm};
 use crate::error::{check, OfflineError, Result};
+use rl_agents::{ActorCritic, ActorCriticSpec};
 
 /// Parameters of [`Td3Bc`]; defaults are the paper's and its code's (identical for every D4RL
 /// task).
@@ -179,7 +180,7 @@ impl Td3Bc {
         rl_nn::check::available(device)?;
         let bounds = ActionBounds::from_space(action_space, device)?;
         let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3bc-init"));
-        let nets = ActorCritic::new(
+        let nets = common::actor_critic(
             ActorCriticSpec {
                 obs_dim: obs_space.dim(),
                 bounds,
