@@ -18,7 +18,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ndarray::{Array1, Array2, Array3, ArrayView1, Axis};
+use ndarray::{Array1, Array2, ArrayView1, Axis};
 use rand::RngCore;
 use rl_agents::{Agent, Batch, BatchPolicy, OnlineAgent, VecTransition};
 use rl_core::{ActMode, Env, Metrics, MetricsSink, Params, SeededRng, Valid};
@@ -506,6 +506,21 @@ impl OffPolicyRun {
     }
 }
 
+fn to_tensor(a: ndarray::ArrayViewD<'_, f32>) -> Result<tch::Tensor> {
+    let shape: Vec<i64> = a.shape().iter().map(|&d| d as i64).collect();
+    let data: Vec<f32> = a.iter().copied().collect();
+    Ok(tch::Tensor::from_slice(&data).f_reshape(shape)?)
+}
+
+fn from_tensor(t: &tch::Tensor) -> std::result::Result<ndarray::ArrayD<f32>, String> {
+    if t.kind() != tch::Kind::Float {
+        return Err(format!("kind {:?}, expected Float", t.kind()));
+    }
+    let shape: Vec<usize> = t.size().iter().map(|&d| d as usize).collect();
+    let data = Vec::<f32>::try_from(t.f_flatten(0, -1).map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    ndarray::ArrayD::from_shape_vec(shape, data).map_err(|e| e.to_string())
+}
+
 const METHOD_FILE: &str = "method.json";
 
 /// The `method` part: `method.json` (the name) and the method's own checkpoint under `state`
@@ -734,7 +749,9 @@ struct MultiAgentState<S, V> {
     iterations: u64,
     team_return: f64,
     summary: RunSummary,
-    buffer: Vec<(MultiEpisode, Array3<f32>)>,
+    /// Team return of each buffered episode; their arrays are the part's tensors
+    /// `buffer.<i>.{obs,actions,next_obs,dense_rewards,features}`.
+    buffer_team_returns: Vec<f32>,
     env: S,
     eval_env: V,
 }
@@ -963,7 +980,21 @@ impl MultiAgentRun {
         ppo: &dyn OnlineAgent,
         method: &MultiAgentMethod,
     ) -> Result<()> {
-        let buffer = (0..self.buffer.len()).filter_map(|i| self.buffer.get(i).cloned()).collect();
+        let mut tensors: Vec<(String, tch::Tensor)> = Vec::new();
+        let mut buffer_team_returns = Vec::with_capacity(self.buffer.len());
+        for i in 0..self.buffer.len() {
+            let Some((ep, features)) = self.buffer.get(i) else { break };
+            buffer_team_returns.push(ep.team_return);
+            for (name, a) in [
+                ("obs", ep.obs.view().into_dyn()),
+                ("actions", ep.actions.view().into_dyn()),
+                ("next_obs", ep.next_obs.view().into_dyn()),
+                ("dense_rewards", ep.dense_rewards.view().into_dyn()),
+                ("features", features.view().into_dyn()),
+            ] {
+                tensors.push((format!("buffer.{i}.{name}"), to_tensor(a)?));
+            }
+        }
         let state = MultiAgentState {
             params: self.params.clone(),
             method: method.name(),
@@ -978,18 +1009,17 @@ impl MultiAgentRun {
             iterations: self.iterations,
             team_return: self.team_return,
             summary: self.summary.clone(),
-            buffer,
+            buffer_team_returns,
             env: env.snapshot(),
             eval_env: eval_env.snapshot(),
         };
         let mut unit = rl_nn::checkpoint::UnitWriter::new(dir, MULTI_AGENT_RUN_KIND, MULTI_AGENT_RUN_FORMAT)?;
-        let no_tensors: &[(&str, tch::Tensor)] = &[];
         rl_nn::checkpoint::save_dir(
             unit.part("loop", self.steps)?,
             MULTI_AGENT_LOOP_KIND,
             LOOP_FORMAT,
             &state,
-            no_tensors,
+            &tensors,
         )?;
         ppo.save(&unit.part("agent", ppo.env_steps())?)?;
         save_method_part(&unit.part("method", self.steps)?, &method.name(), |d| match method {
@@ -1040,7 +1070,25 @@ impl MultiAgentRun {
             return Err(corrupt(format!("observations do not fit {} agents of widths {widths:?}", widths.len())));
         }
         let mut buffer = MultiEpisodeBuffer::new(p.buffer_episodes, feature_dim(method))?;
-        for (episode, features) in s.buffer {
+        for (i, &team_return) in s.buffer_team_returns.iter().enumerate() {
+            let get = |name: &str| -> Result<ndarray::ArrayD<f32>> {
+                let key = format!("buffer.{i}.{name}");
+                let t = ck.tensors.get(&key).ok_or_else(|| corrupt(format!("no tensor `{key}`")))?;
+                from_tensor(t).map_err(|e| corrupt(format!("tensor `{key}`: {e}")))
+            };
+            let dim3 = |a: ndarray::ArrayD<f32>, name: &str| {
+                a.into_dimensionality::<ndarray::Ix3>().map_err(|e| corrupt(format!("tensor `buffer.{i}.{name}`: {e}")))
+            };
+            let episode = MultiEpisode {
+                obs: dim3(get("obs")?, "obs")?,
+                actions: dim3(get("actions")?, "actions")?,
+                next_obs: dim3(get("next_obs")?, "next_obs")?,
+                dense_rewards: get("dense_rewards")?
+                    .into_dimensionality::<ndarray::Ix2>()
+                    .map_err(|e| corrupt(format!("tensor `buffer.{i}.dense_rewards`: {e}")))?,
+                team_return,
+            };
+            let features = dim3(get("features")?, "features")?;
             buffer.push(episode, features)?;
         }
         ppo.load(&unit.part("agent")?)?;
