@@ -15,6 +15,13 @@
 //! relabelled by the credit decoder from its factors `φ(o^i_{t+1})` and scaled by
 //! `reward_scale` (LaRe: `T·N`); the decoder trains every `decoder_every` PPO iterations for
 //! `decoder_updates` steps on the last `buffer_episodes` episodes, so one rollout sees one decoder.
+//!
+//! Resuming: [`OffPolicyRun`] and [`MultiAgentRun`] are the same loops one environment step at a
+//! time; `save` writes everything that carries between steps (generators, buffers, the episode
+//! being collected, counters, the summary so far, both environments' states, the agent and the
+//! method or credit decoder) into one checkpoint unit, `load` restores it into freshly built
+//! objects, and [`run_off_policy`] / [`run_multi_agent_ppo`] continue a run with periodic
+//! checkpoints ([`Checkpointing`]). A resumed run ends bit for bit as the uninterrupted one.
 
 use std::path::{Path, PathBuf};
 
