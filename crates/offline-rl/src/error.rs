@@ -165,47 +165,11 @@ impl OfflineError {
 /// `Result` with [`OfflineError`].
 pub type Result<T, E = OfflineError> = std::result::Result<T, E>;
 
-/// Parameter checks shared by every params struct.
-pub(crate) mod check {
-    use super::{OfflineError, Result};
+/// Parameter checks shared by every params struct: [`rl_core::check`], converted by `From`.
+pub(crate) use rl_core::check;
 
-    pub(crate) fn positive(name: &str, v: f64) -> Result<()> {
-        if v.is_finite() && v > 0.0 {
-            Ok(())
-        } else {
-            Err(OfflineError::invalid(name, v, "must be finite and > 0"))
-        }
-    }
-
-    pub(crate) fn non_negative(name: &str, v: f64) -> Result<()> {
-        if v.is_finite() && v >= 0.0 {
-            Ok(())
-        } else {
-            Err(OfflineError::invalid(name, v, "must be finite and >= 0"))
-        }
-    }
-
-    pub(crate) fn unit_closed(name: &str, v: f64) -> Result<()> {
-        if (0.0..=1.0).contains(&v) {
-            Ok(())
-        } else {
-            Err(OfflineError::invalid(name, v, "must lie in [0, 1]"))
-        }
-    }
-
-    pub(crate) fn unit_open(name: &str, v: f64) -> Result<()> {
-        if v > 0.0 && v < 1.0 {
-            Ok(())
-        } else {
-            Err(OfflineError::invalid(name, v, "must lie in (0, 1)"))
-        }
-    }
-
-    pub(crate) fn at_least(name: &str, v: usize, min: usize) -> Result<()> {
-        if v >= min {
-            Ok(())
-        } else {
-            Err(OfflineError::invalid(name, v, format!("must be >= {min}")))
-        }
+impl From<rl_core::check::InvalidParam> for OfflineError {
+    fn from(e: rl_core::check::InvalidParam) -> Self {
+        OfflineError::InvalidParameter { name: e.name, value: e.value, reason: e.reason }
     }
 }

@@ -132,39 +132,11 @@ impl AgentError {
 /// `Result` with [`AgentError`].
 pub type Result<T, E = AgentError> = std::result::Result<T, E>;
 
-/// Parameter checks shared by every params struct.
-pub(crate) mod check {
-    use super::{AgentError, Result};
+/// Parameter checks shared by every params struct: [`rl_core::check`], converted by `From`.
+pub(crate) use rl_core::check;
 
-    pub(crate) fn positive(name: &str, v: f64) -> Result<()> {
-        if v.is_finite() && v > 0.0 {
-            Ok(())
-        } else {
-            Err(AgentError::invalid(name, v, "must be finite and > 0"))
-        }
-    }
-
-    pub(crate) fn non_negative(name: &str, v: f64) -> Result<()> {
-        if v.is_finite() && v >= 0.0 {
-            Ok(())
-        } else {
-            Err(AgentError::invalid(name, v, "must be finite and >= 0"))
-        }
-    }
-
-    pub(crate) fn unit_closed(name: &str, v: f64) -> Result<()> {
-        if (0.0..=1.0).contains(&v) {
-            Ok(())
-        } else {
-            Err(AgentError::invalid(name, v, "must lie in [0, 1]"))
-        }
-    }
-
-    pub(crate) fn at_least(name: &str, v: usize, min: usize) -> Result<()> {
-        if v >= min {
-            Ok(())
-        } else {
-            Err(AgentError::invalid(name, v, format!("must be >= {min}")))
-        }
+impl From<rl_core::check::InvalidParam> for AgentError {
+    fn from(e: rl_core::check::InvalidParam) -> Self {
+        AgentError::InvalidParameter { name: e.name, value: e.value, reason: e.reason }
     }
 }

@@ -30,6 +30,7 @@
 
 pub mod batch;
 pub mod budget;
+pub mod check;
 pub mod de;
 pub mod env;
 pub mod episode;

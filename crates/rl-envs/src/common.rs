@@ -75,21 +75,7 @@ pub(crate) fn boxed(low: Vec<f32>, high: Vec<f32>) -> crate::Result<Space> {
     Ok(Space::boxed(low.into(), high.into())?)
 }
 
-/// Checks `v` is finite and `> 0`.
-pub(crate) fn positive(name: &str, v: f64) -> crate::Result<()> {
-    if !(v.is_finite() && v > 0.0) {
-        return Err(crate::EnvError::invalid(name, v, "must be finite and > 0"));
-    }
-    Ok(())
-}
-
-/// Checks `v` is finite and `>= 0`.
-pub(crate) fn non_negative(name: &str, v: f64) -> crate::Result<()> {
-    if !(v.is_finite() && v >= 0.0) {
-        return Err(crate::EnvError::invalid(name, v, "must be finite and >= 0"));
-    }
-    Ok(())
-}
+pub(crate) use rl_core::check::{non_negative, positive};
 
 #[cfg(test)]
 mod tests {

@@ -86,6 +86,12 @@ pub enum EnvError {
     Io(#[from] std::io::Error),
 }
 
+impl From<rl_core::check::InvalidParam> for EnvError {
+    fn from(e: rl_core::check::InvalidParam) -> Self {
+        EnvError::InvalidParameter { name: e.name, value: e.value, reason: e.reason }
+    }
+}
+
 impl EnvError {
     /// [`EnvError::InvalidParameter`] for field `name` holding `value`.
     pub fn invalid(name: impl Into<String>, value: impl std::fmt::Display, reason: impl Into<String>) -> Self {

@@ -217,7 +217,7 @@ impl Params for HopperParams {
         check_range("healthy_state_range", self.healthy_state_range)?;
         check_range("healthy_z_range", self.healthy_z_range)?;
         check_range("healthy_angle_range", self.healthy_angle_range)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
@@ -300,7 +300,7 @@ impl Params for Walker2dParams {
         finite("healthy_reward", self.healthy_reward)?;
         check_range("healthy_z_range", self.healthy_z_range)?;
         check_range("healthy_angle_range", self.healthy_angle_range)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
@@ -358,7 +358,7 @@ impl Params for HalfCheetahParams {
     fn validate(&self) -> Result<()> {
         finite("forward_reward_weight", self.forward_reward_weight)?;
         non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
@@ -446,7 +446,7 @@ impl Params for AntParams {
         finite("healthy_reward", self.healthy_reward)?;
         check_range("healthy_z_range", self.healthy_z_range)?;
         check_range("contact_force_range", self.contact_force_range)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 

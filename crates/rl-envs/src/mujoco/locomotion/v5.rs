@@ -138,7 +138,7 @@ impl Params for HopperV5Params {
         check_range("healthy_state_range", self.healthy_state_range)?;
         check_range("healthy_z_range", self.healthy_z_range)?;
         check_range("healthy_angle_range", self.healthy_angle_range)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
@@ -234,7 +234,7 @@ impl Params for Walker2dV5Params {
         finite("healthy_reward", self.healthy_reward)?;
         check_range("healthy_z_range", self.healthy_z_range)?;
         check_range("healthy_angle_range", self.healthy_angle_range)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
@@ -304,7 +304,7 @@ impl Params for HalfCheetahV5Params {
         frame_skip_ok(self.frame_skip)?;
         finite("forward_reward_weight", self.forward_reward_weight)?;
         non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
@@ -422,7 +422,7 @@ impl Params for AntV5Params {
         }
         check_range("healthy_z_range", self.healthy_z_range)?;
         check_range("contact_force_range", self.contact_force_range)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
@@ -492,7 +492,7 @@ impl Params for SwimmerV5Params {
         frame_skip_ok(self.frame_skip)?;
         finite("forward_reward_weight", self.forward_reward_weight)?;
         non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
@@ -550,7 +550,7 @@ impl Params for SwimmerParams {
     fn validate(&self) -> Result<()> {
         finite("forward_reward_weight", self.forward_reward_weight)?;
         non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)
+        Ok(non_negative("reset_noise_scale", self.reset_noise_scale)?)
     }
 }
 
