@@ -115,82 +115,232 @@ impl DatasetKind {
     }
 }
 
-/// The algorithm names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
-#[serde(rename_all = "snake_case")]
-pub enum AlgoKind {
+/// What the registry needs from an algorithm's parameters: its defaults, the two adjustments
+/// every run makes (network widths, the cosine schedule's length) and how to build it.
+/// Implemented by [`BcParams`], [`Td3BcParams`], [`IqlParams`], [`DmgParams`], [`ScasParams`].
+///
+/// Adding an algorithm to [`AlgoKind`] / [`AlgorithmParams`] is then one line of the
+/// `registry!` table in this module (variant, parameters, name, configuration tag).
+pub trait AlgorithmSpec: Params + Clone {
+    /// The algorithm these parameters build.
+    type Algorithm: OfflineAlgorithm + 'static;
+
+    /// The papers' defaults for a Gym-MuJoCo dataset of kind `data` (most ignore it; DMG's `ν`
+    /// depends on it).
+    fn defaults_for(data: DatasetKind) -> Self;
+
+    /// Sets the hidden widths of every network (not SCAS's dynamics model).
+    #[must_use]
+    fn with_hidden(self, hidden: Vec<i64>) -> Self;
+
+    /// Sets the length of the actor's cosine learning-rate schedule to a run of
+    /// `gradient_steps` updates; unchanged for algorithms without a schedule.
+    #[must_use]
+    fn anneal_over(self, _gradient_steps: u64) -> Self {
+        self
+    }
+
+    /// Builds the algorithm (parameters checked here).
+    ///
+    /// # Errors
+    /// The first invalid parameter; the constructor's errors.
+    fn build(self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Self::Algorithm>;
+}
+
+impl AlgorithmSpec for BcParams {
+    type Algorithm = Bc;
+    fn defaults_for(_: DatasetKind) -> Self {
+        Self::default()
+    }
+    fn with_hidden(self, hidden: Vec<i64>) -> Self {
+        self.hidden(hidden)
+    }
+    fn build(self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Bc> {
+        Bc::new(self.check()?, obs, act, device, seed)
+    }
+}
+
+impl AlgorithmSpec for Td3BcParams {
+    type Algorithm = Td3Bc;
+    fn defaults_for(_: DatasetKind) -> Self {
+        Self::default()
+    }
+    fn with_hidden(self, hidden: Vec<i64>) -> Self {
+        self.hidden(hidden)
+    }
+    fn build(self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Td3Bc> {
+        Td3Bc::new(self.check()?, obs, act, device, seed)
+    }
+}
+
+impl AlgorithmSpec for IqlParams {
+    type Algorithm = Iql;
+    fn defaults_for(_: DatasetKind) -> Self {
+        Self::default()
+    }
+    fn with_hidden(self, hidden: Vec<i64>) -> Self {
+        self.hidden(hidden)
+    }
+    /// IQL anneals over `gradient_steps` (one actor update per step).
+    fn anneal_over(self, gradient_steps: u64) -> Self {
+        self.cosine_steps(gradient_steps)
+    }
+    fn build(self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Iql> {
+        Iql::new(self.check()?, obs, act, device, seed)
+    }
+}
+
+impl AlgorithmSpec for DmgParams {
+    type Algorithm = Dmg;
+    fn defaults_for(data: DatasetKind) -> Self {
+        Self::gym(data)
+    }
+    fn with_hidden(self, hidden: Vec<i64>) -> Self {
+        self.hidden(hidden)
+    }
+    /// `gradient_steps / policy_delay` actor updates, as the reference's `1e6 / policy_freq`.
+    fn anneal_over(self, gradient_steps: u64) -> Self {
+        let d = self.policy_delay as u64;
+        self.cosine_steps(gradient_steps / d)
+    }
+    fn build(self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Dmg> {
+        Dmg::new(self.check()?, obs, act, device, seed)
+    }
+}
+
+impl AlgorithmSpec for ScasParams {
+    type Algorithm = Scas;
+    fn defaults_for(_: DatasetKind) -> Self {
+        Self::default()
+    }
+    fn with_hidden(self, hidden: Vec<i64>) -> Self {
+        self.hidden(hidden)
+    }
+    /// `gradient_steps / policy_delay` actor updates, as the reference's `1e6 / 2`.
+    fn anneal_over(self, gradient_steps: u64) -> Self {
+        let d = self.policy_delay as u64;
+        self.cosine_steps(gradient_steps / d)
+    }
+    fn build(self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Scas> {
+        Scas::new(self.check()?, obs, act, device, seed)
+    }
+}
+
+/// The one table of offline algorithms: each line is `Variant(Params) = "name", "tag"` with
+/// `name` the command-line name ([`AlgoKind::as_str`]; parsing ignores case, `-`, `+`, `_`) and
+/// `tag` the `algo` value of a configuration ([`AlgorithmParams`]). Generates [`AlgoKind`], its
+/// names and parsing, [`AlgorithmParams`] and its checked deserialisation, and the dispatch of
+/// [`AlgorithmParams::defaults`], `kind`, `hidden`, `anneal_over` and `build` through
+/// [`AlgorithmSpec`].
+macro_rules! registry {
+    ($( $(#[$doc:meta])* $variant:ident($params:ty) = $name:literal, $tag:literal; )*) => {
+        /// The algorithm names.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+        #[serde(rename_all = "snake_case")]
+        pub enum AlgoKind {
+            $( $(#[$doc])* $variant, )*
+        }
+
+        impl AlgoKind {
+            /// All, in table order.
+            pub const ALL: [AlgoKind; [$($name),*].len()] = [$(AlgoKind::$variant),*];
+
+            /// `td3bc` etc.
+            pub fn as_str(&self) -> &'static str {
+                match self {
+                    $( AlgoKind::$variant => $name, )*
+                }
+            }
+        }
+
+        impl std::str::FromStr for AlgoKind {
+            type Err = OfflineError;
+            fn from_str(s: &str) -> Result<Self> {
+                let norm = s.to_ascii_lowercase().replace(['-', '+', '_'], "");
+                $( if norm == $name { return Ok(AlgoKind::$variant); } )*
+                let names: Vec<&str> = vec![$($name),*];
+                Err(OfflineError::UnknownId { what: format!("algorithm ({})", names.join(", ")), id: s.into() })
+            }
+        }
+
+        /// Parameters of any algorithm, tagged by `algo` (`{"algo": "dmg", "nu": 10.0}`).
+        #[derive(Debug, Clone, PartialEq, Serialize)]
+        #[serde(tag = "algo", rename_all = "snake_case")]
+        pub enum AlgorithmParams {
+            $( #[doc = concat!("[`", stringify!($variant), "`].")] $variant($params), )*
+        }
+
+        /// The `algo` of every variant of [`AlgorithmParams`], in the order of the variants.
+        const ALGORITHM_PARAMS_KINDS: [&str; [$($tag),*].len()] = [$($tag),*];
+
+        /// [`AlgorithmParams`] externally tagged, for [`rl_core::de::internally_tagged`]: a
+        /// variant without fields refuses any key next to `algo`, and errors keep their paths.
+        #[derive(Deserialize)]
+        #[serde(remote = "AlgorithmParams", rename_all = "snake_case", deny_unknown_fields)]
+        #[allow(dead_code)] // read only by the derived deserializer
+        enum AlgorithmParamsDe {
+            $( $variant($params), )*
+        }
+
+        impl AlgorithmParams {
+            /// The papers' defaults of `kind` for a Gym-MuJoCo dataset of kind `data` (only
+            /// DMG's `ν` depends on it).
+            pub fn defaults(kind: AlgoKind, data: DatasetKind) -> Self {
+                match kind {
+                    $( AlgoKind::$variant => AlgorithmParams::$variant(<$params as AlgorithmSpec>::defaults_for(data)), )*
+                }
+            }
+
+            /// Which algorithm.
+            pub fn kind(&self) -> AlgoKind {
+                match self {
+                    $( AlgorithmParams::$variant(_) => AlgoKind::$variant, )*
+                }
+            }
+
+            /// Sets the hidden widths of every network (not SCAS's dynamics model).
+            #[must_use]
+            pub fn hidden(self, hidden: Vec<i64>) -> Self {
+                match self {
+                    $( AlgorithmParams::$variant(p) => AlgorithmParams::$variant(p.with_hidden(hidden)), )*
+                }
+            }
+
+            /// Sets the length of the actor's cosine learning-rate schedule to a run of
+            /// `gradient_steps` updates (DMG, SCAS: `gradient_steps / policy_delay` actor
+            /// updates; IQL: `gradient_steps`), as the references anneal over their full
+            /// 10^6-step runs.
+            #[must_use]
+            pub fn anneal_over(self, gradient_steps: u64) -> Self {
+                match self {
+                    $( AlgorithmParams::$variant(p) => AlgorithmParams::$variant(p.anneal_over(gradient_steps)), )*
+                }
+            }
+
+            /// Builds the algorithm (parameters checked here).
+            ///
+            /// # Errors
+            /// The first invalid parameter; the constructors' errors.
+            pub fn build(&self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Box<dyn OfflineAlgorithm>> {
+                Ok(match self {
+                    $( AlgorithmParams::$variant(p) => Box::new(p.clone().build(obs, act, device, seed)?), )*
+                })
+            }
+        }
+    };
+}
+
+registry! {
     /// Behaviour cloning.
-    Bc,
+    Bc(BcParams) = "bc", "bc";
     /// TD3+BC.
-    Td3Bc,
+    Td3Bc(Td3BcParams) = "td3bc", "td3_bc";
     /// IQL.
-    Iql,
+    Iql(IqlParams) = "iql", "iql";
     /// DMG.
-    Dmg,
+    Dmg(DmgParams) = "dmg", "dmg";
     /// SCAS.
-    Scas,
-}
-
-impl AlgoKind {
-    /// All, in table order.
-    pub const ALL: [AlgoKind; 5] = [AlgoKind::Bc, AlgoKind::Td3Bc, AlgoKind::Iql, AlgoKind::Dmg, AlgoKind::Scas];
-
-    /// `td3bc` etc.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            AlgoKind::Bc => "bc",
-            AlgoKind::Td3Bc => "td3bc",
-            AlgoKind::Iql => "iql",
-            AlgoKind::Dmg => "dmg",
-            AlgoKind::Scas => "scas",
-        }
-    }
-}
-
-impl std::str::FromStr for AlgoKind {
-    type Err = OfflineError;
-    fn from_str(s: &str) -> Result<Self> {
-        match s.to_ascii_lowercase().replace(['-', '+', '_'], "").as_str() {
-            "bc" => Ok(AlgoKind::Bc),
-            "td3bc" => Ok(AlgoKind::Td3Bc),
-            "iql" => Ok(AlgoKind::Iql),
-            "dmg" => Ok(AlgoKind::Dmg),
-            "scas" => Ok(AlgoKind::Scas),
-            _ => Err(OfflineError::UnknownId { what: "algorithm (bc, td3bc, iql, dmg, scas)".into(), id: s.into() }),
-        }
-    }
-}
-
-/// Parameters of any algorithm, tagged by `algo` (`{"algo": "dmg", "nu": 10.0}`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "algo", rename_all = "snake_case")]
-pub enum AlgorithmParams {
-    /// [`Bc`].
-    Bc(BcParams),
-    /// [`Td3Bc`].
-    Td3Bc(Td3BcParams),
-    /// [`Iql`].
-    Iql(IqlParams),
-    /// [`Dmg`].
-    Dmg(DmgParams),
-    /// [`Scas`].
-    Scas(ScasParams),
-}
-
-/// The `algo` of every variant of [`AlgorithmParams`], in the order of the variants.
-const ALGORITHM_PARAMS_KINDS: [&str; 5] = ["bc", "td3_bc", "iql", "dmg", "scas"];
-
-/// [`AlgorithmParams`] externally tagged, for [`rl_core::de::internally_tagged`]: a variant without
-/// fields refuses any key next to `algo`, and errors keep their paths.
-#[derive(Deserialize)]
-#[serde(remote = "AlgorithmParams", rename_all = "snake_case", deny_unknown_fields)]
-#[allow(dead_code)] // read only by the derived deserializer
-enum AlgorithmParamsDe {
-    Bc(BcParams),
-    Td3Bc(Td3BcParams),
-    Iql(IqlParams),
-    Dmg(DmgParams),
-    Scas(ScasParams),
+    Scas(ScasParams) = "scas", "scas";
 }
 
 #[derive(Deserialize)]
@@ -200,76 +350,6 @@ impl<'de> Deserialize<'de> for AlgorithmParams {
     /// A table with `algo` and the variant's fields; any other key is an error naming it.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         Ok(rl_core::de::internally_tagged::<D, AlgorithmParamsTagged>(d, "algo", &ALGORITHM_PARAMS_KINDS)?.0)
-    }
-}
-
-impl AlgorithmParams {
-    /// The papers' defaults of `kind` for a Gym-MuJoCo dataset of kind `data` (only DMG's `ν`
-    /// depends on it).
-    pub fn defaults(kind: AlgoKind, data: DatasetKind) -> Self {
-        match kind {
-            AlgoKind::Bc => AlgorithmParams::Bc(BcParams::default()),
-            AlgoKind::Td3Bc => AlgorithmParams::Td3Bc(Td3BcParams::default()),
-            AlgoKind::Iql => AlgorithmParams::Iql(IqlParams::default()),
-            AlgoKind::Dmg => AlgorithmParams::Dmg(DmgParams::gym(data)),
-            AlgoKind::Scas => AlgorithmParams::Scas(ScasParams::default()),
-        }
-    }
-
-    /// Which algorithm.
-    pub fn kind(&self) -> AlgoKind {
-        match self {
-            AlgorithmParams::Bc(_) => AlgoKind::Bc,
-            AlgorithmParams::Td3Bc(_) => AlgoKind::Td3Bc,
-            AlgorithmParams::Iql(_) => AlgoKind::Iql,
-            AlgorithmParams::Dmg(_) => AlgoKind::Dmg,
-            AlgorithmParams::Scas(_) => AlgoKind::Scas,
-        }
-    }
-
-    /// Sets the hidden widths of every network (not SCAS's dynamics model).
-    #[must_use]
-    pub fn hidden(self, hidden: Vec<i64>) -> Self {
-        match self {
-            AlgorithmParams::Bc(p) => AlgorithmParams::Bc(p.hidden(hidden)),
-            AlgorithmParams::Td3Bc(p) => AlgorithmParams::Td3Bc(p.hidden(hidden)),
-            AlgorithmParams::Iql(p) => AlgorithmParams::Iql(p.hidden(hidden)),
-            AlgorithmParams::Dmg(p) => AlgorithmParams::Dmg(p.hidden(hidden)),
-            AlgorithmParams::Scas(p) => AlgorithmParams::Scas(p.hidden(hidden)),
-        }
-    }
-
-    /// Sets the length of the actor's cosine learning-rate schedule to a run of
-    /// `gradient_steps` updates (DMG, SCAS: `gradient_steps / policy_delay` actor updates; IQL:
-    /// `gradient_steps`), as the references anneal over their full 10^6-step runs.
-    #[must_use]
-    pub fn anneal_over(self, gradient_steps: u64) -> Self {
-        match self {
-            AlgorithmParams::Iql(p) => AlgorithmParams::Iql(p.cosine_steps(gradient_steps)),
-            AlgorithmParams::Dmg(p) => {
-                let d = p.policy_delay as u64;
-                AlgorithmParams::Dmg(p.cosine_steps(gradient_steps / d))
-            }
-            AlgorithmParams::Scas(p) => {
-                let d = p.policy_delay as u64;
-                AlgorithmParams::Scas(p.cosine_steps(gradient_steps / d))
-            }
-            other => other,
-        }
-    }
-
-    /// Builds the algorithm (parameters checked here).
-    ///
-    /// # Errors
-    /// The first invalid parameter; the constructors' errors.
-    pub fn build(&self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Box<dyn OfflineAlgorithm>> {
-        Ok(match self {
-            AlgorithmParams::Bc(p) => Box::new(Bc::new(p.clone().check()?, obs, act, device, seed)?),
-            AlgorithmParams::Td3Bc(p) => Box::new(Td3Bc::new(p.clone().check()?, obs, act, device, seed)?),
-            AlgorithmParams::Iql(p) => Box::new(Iql::new(p.clone().check()?, obs, act, device, seed)?),
-            AlgorithmParams::Dmg(p) => Box::new(Dmg::new(p.clone().check()?, obs, act, device, seed)?),
-            AlgorithmParams::Scas(p) => Box::new(Scas::new(p.clone().check()?, obs, act, device, seed)?),
-        })
     }
 }
 
