@@ -192,15 +192,17 @@ def maze():
 
     def rollout(env_id, seed, policy, steps, **kwargs):
         env = gym.make(env_id, **kwargs)
-        obs, _ = env.reset(seed=seed)
+        obs, info = env.reset(seed=seed)
         inner = env.unwrapped
         case = {"env": env_id, "seed": seed, "kwargs": kwargs, "reset_obs": flat(obs),
                 "reset_wall_dist": wall_distance(inner.maze, obs["observation"][:2]),
+                "reset_info": finfo(info),
                 "actions": [], "obs": [], "rewards": [], "terminated": [], "truncated": [],
-                "wall_dist": []}
+                "wall_dist": [], "infos": []}
         for t in range(steps):
             a = policy(obs, t)
-            obs, r, term, trunc, _ = env.step(a)
+            obs, r, term, trunc, info = env.step(a)
+            case["infos"].append(finfo(info))
             case["actions"].append(f(a))
             case["obs"].append(flat(obs))
             case["rewards"].append(float(r))
@@ -242,6 +244,12 @@ def maze():
     for name in ["Medium_Diverse_G", "Large_Diverse_GR"]:
         prng = np.random.default_rng(5000)
         rollout(f"PointMaze_{name}-v3", 6, seek(prng), 20)
+    # continuing tasks with reset_target: the goal moves each time it is reached (success is
+    # measured before the move; the observation still shows the old goal)
+    prng = np.random.default_rng(6000)
+    rollout("PointMaze_Open-v3", 7, seek(prng, gain=3.0, noise=0.1), 200, reset_target=True)
+    prng = np.random.default_rng(6001)
+    rollout("PointMaze_OpenDense-v3", 8, seek(prng, gain=3.0, noise=0.1), 200, reset_target=True)
 
     layouts = {n: [[str(c) for c in row] for row in getattr(maps, n)] for n in
                ["OPEN", "U_MAZE", "MEDIUM_MAZE", "LARGE_MAZE", "OPEN_DIVERSE_G", "OPEN_DIVERSE_GR",

@@ -3,13 +3,13 @@
 //! (with and without contact forces) step for step to 1e-4, seeded resets (Hopper and
 //! Walker2d fully, HalfCheetah and Ant their uniform position noise), terminations and the
 //! time limit; the MuJoCo point maze against gymnasium-robotics on every fixture step,
-//! wall contacts included.
+//! wall contacts included, with its step and reset infos (`success`) equal.
 #![cfg(feature = "mujoco")]
 
 mod common;
 
 use common::{action, assert_close, assert_info, load, max_rel_err, to_f64};
-use rl_core::{Env, Params};
+use rl_core::{Env, InfoValue, Params};
 use rl_envs::maze::{MazeLayout, MazeReward, PointMazeParams};
 use rl_envs::mujoco::{AntParams, HalfCheetahParams, HopperParams, Locomotion, MujocoPointMaze, Walker2dParams};
 use rl_envs::rng::NumpyRng;
@@ -78,7 +78,7 @@ fn locomotion_matches_gymnasium() {
 #[test]
 fn mujoco_point_maze_matches_gymnasium_robotics_with_contacts() {
     let fixture = load("maze");
-    let (mut steps, mut worst) = (0, 0.0f64);
+    let (mut steps, mut worst, mut successes, mut moves) = (0, 0.0f64, 0usize, 0usize);
     for case in &fixture.cases {
         let name = format!("{} seed {}", case.env, case.seed);
         let stem = case.env.trim_start_matches("PointMaze_").trim_end_matches("-v3");
@@ -91,17 +91,32 @@ fn mujoco_point_maze_matches_gymnasium_robotics_with_contacts() {
             "Large_Diverse_GR" => MazeLayout::LargeDiverseGr,
             other => panic!("unknown maze {other}"),
         };
-        let continuing = case.extra["kwargs"].get("continuing_task").and_then(|v| v.as_bool()).unwrap_or(true);
+        let flag = |k: &str, default: bool| case.extra["kwargs"].get(k).and_then(|v| v.as_bool()).unwrap_or(default);
         let params = PointMazeParams::default()
             .layout(layout)
             .reward(if stem.ends_with("Dense") { MazeReward::Dense } else { MazeReward::Sparse })
-            .continuing_task(continuing);
+            .continuing_task(flag("continuing_task", true))
+            .reset_target(flag("reset_target", false));
         let mut env = MujocoPointMaze::new(params.check().unwrap()).unwrap();
         let obs = env.reset(&mut NumpyRng::new(case.seed)).unwrap();
         assert_close(&format!("{name} reset"), &to_f64(&obs), &case.reset_obs, TOL);
+        assert_info(&format!("{name} reset"), &env.reset_info(), &case.extra["reset_info"], 0.0);
         for (t, a) in case.actions.iter().enumerate() {
-            let step = env.step(action(a).view()).unwrap();
             let what = format!("{name} step {t}");
+            // reset_target: where gymnasium-robotics moved the goal after step t - 1 (its
+            // observation at t shows the goal in force), this env must have moved it too; the
+            // new goal comes from another generator, so it is set to gymnasium's
+            let goal = |t: usize| [case.obs[t][4], case.obs[t][5]];
+            if t > 0 && goal(t) != goal(t - 1) {
+                assert_ne!(env.goal(), goal(t - 1), "{what}: the goal did not move");
+                env.set_goal(goal(t)).unwrap();
+                moves += 1;
+            }
+            assert_eq!(env.goal(), goal(t), "{what}: goal");
+            let step = env.step(action(a).view()).unwrap();
+            // `success` is a bool: compared exactly
+            assert_info(&what, &step.info, &case.extra["infos"][t], 0.0);
+            successes += usize::from(step.info.get("success") == Some(&InfoValue::Bool(true)));
             assert_close(&format!("{what} obs"), &to_f64(&step.obs), &case.obs[t], TOL);
             assert_close(&format!("{what} reward"), &[f64::from(step.reward)], &[case.rewards[t]], TOL);
             assert_eq!((step.terminated, step.truncated), (case.terminated[t], case.truncated[t]), "{what}");
@@ -109,5 +124,9 @@ fn mujoco_point_maze_matches_gymnasium_robotics_with_contacts() {
             steps += 1;
         }
     }
-    eprintln!("mujoco point maze: {steps} steps matched to {TOL:e} (worst observation error {worst:e})");
+    eprintln!(
+        "mujoco point maze: {steps} steps matched to {TOL:e} (worst observation error {worst:e}); \
+         infos equal ({successes} successes, {moves} goal moves)"
+    );
+    assert!(successes >= 100 && moves >= 5, "{successes} successes, {moves} goal moves");
 }

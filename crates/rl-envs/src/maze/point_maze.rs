@@ -571,6 +571,12 @@ impl<P: PointPhysics> PointMazeEnv<P> {
         Ok(())
     }
 
+    /// The info gymnasium-robotics' `reset` returns, for the current state: `success`
+    /// (`‖xy − goal‖ <= goal_threshold`), the key every step's info also holds.
+    pub fn reset_info(&self) -> Info {
+        Info::new().with("success", self.distance(self.physics.pos()) <= self.params.goal_threshold)
+    }
+
     /// The ball's position.
     pub fn position(&self) -> [f64; 2] {
         self.physics.pos()
