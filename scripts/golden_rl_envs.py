@@ -180,6 +180,9 @@ def wall_distance(maze, xy):
 
 
 def maze():
+    """Point-maze rollouts with each step's info and the reset info. Without gymnasium-robotics in
+    the venv: `pip install --no-deps --target DIR gymnasium-robotics==1.4.2 pettingzoo` (plus
+    `imageio packaging`) and run with PYTHONPATH=DIR."""
     import gymnasium as gym
     import gymnasium_robotics
     from gymnasium_robotics.envs.maze import maps
