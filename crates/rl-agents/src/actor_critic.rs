@@ -29,6 +29,8 @@
 //! # Ok::<(), rl_agents::AgentError>(())
 //! ```
 
+use std::collections::BTreeMap;
+
 use rand::Rng;
 use rl_nn::optim::Adam;
 use rl_nn::parts::Parts;
@@ -187,6 +189,27 @@ impl ActorCritic {
             let mu = self.actor.forward(obs)?;
             self.actor.bounds().clamp(&mu.f_add(&eps.f_mul(self.actor.bounds().scale())?)?)
         })
+    }
+
+    /// Copies the core's stores and optimiser states back from a checkpoint's tensors (check
+    /// the whole file with [`ActorCritic::parts`] — plus the algorithm's own parts — first).
+    ///
+    /// # Errors
+    /// libtorch failures and the optimisers' load checks.
+    pub fn restore(&mut self, file: &BTreeMap<String, Tensor>, path: &str) -> Result<()> {
+        rl_nn::parts::restore(
+            &[
+                ("actor", &self.actor_vs),
+                ("actor_target", &self.actor_target_vs),
+                ("critic", &self.critic_vs),
+                ("critic_target", &self.critic_target_vs),
+            ],
+            &mut [("actor", &mut self.actor_opt), ("critic", &mut self.critic_opt)],
+            &mut [],
+            file,
+            path,
+        )?;
+        Ok(())
     }
 
     /// The checkpoint parts: stores `actor`, `actor_target`, `critic`, `critic_target` and the

@@ -12,7 +12,7 @@ use tch::{Device, Kind, Tensor};
 use crate::actor_critic::{ensemble_mse, ActorCritic, ActorCriticSpec};
 use crate::agent::{obs_tensor, to_array2, Agent, BatchPolicy, UpdateMetrics};
 use crate::batch::Batch;
-use crate::ckpt::{self, Parts};
+use crate::ckpt::Parts;
 use crate::error::{check, AgentError, Result};
 use crate::nets::{ActionBounds, DeterministicActor, EnsembleCritic};
 use crate::sac::{check_mlp, setters};
@@ -344,18 +344,7 @@ impl Agent for Td3 {
         AgentError::ensure_same(&ck.path, "action low", &s.low.as_slice(), &self.nets.actor.bounds().low())?;
         AgentError::ensure_same(&ck.path, "action high", &s.high.as_slice(), &self.nets.actor.bounds().high())?;
         self.parts().check(&ck.tensors, &ck.path)?;
-        ckpt::restore(
-            &[
-                ("actor", &self.nets.actor_vs),
-                ("actor_target", &self.nets.actor_target_vs),
-                ("critic", &self.nets.critic_vs),
-                ("critic_target", &self.nets.critic_target_vs),
-            ],
-            &mut [("actor", &mut self.nets.actor_opt), ("critic", &mut self.nets.critic_opt)],
-            &mut [],
-            &ck.tensors,
-            &ck.path,
-        )?;
+        self.nets.restore(&ck.tensors, &ck.path)?;
         self.updates = s.updates;
         self.rng = s.rng;
         Ok(())

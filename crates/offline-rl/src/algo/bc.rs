@@ -173,12 +173,10 @@ impl Agent for Bc {
 
     fn load(&mut self, dir: &Path) -> AResult<()> {
         let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
-        rl_agents::AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        rl_agents::AgentError::ensure_same(
+        common::check_saved(
             &ck.path,
-            "shape",
-            &ck.state.shape,
-            &Shape::of(self.actor.obs_dim(), self.actor.bounds()),
+            (&ck.state.params, &ck.state.shape),
+            (self.params.get(), &Shape::of(self.actor.obs_dim(), self.actor.bounds())),
         )?;
         let parts = common::Parts::new().store("actor", &self.vs).optim("actor", &self.opt);
         parts.check(&ck.tensors, &ck.path)?;

@@ -117,6 +117,17 @@ impl Shape {
     }
 }
 
+/// Refuses a checkpoint of other parameters or another shape (`AgentError::Corrupt` naming the
+/// field), before anything is copied.
+pub(crate) fn check_saved<P: PartialEq + std::fmt::Debug>(
+    path: &str,
+    saved: (&P, &Shape),
+    ours: (&P, &Shape),
+) -> AResult<()> {
+    AgentError::ensure_same(path, "params", saved.0, ours.0)?;
+    AgentError::ensure_same(path, "shape", saved.1, ours.1)
+}
+
 /// Writes a checkpoint directory for an algorithm.
 pub(crate) fn save<S: Serialize>(dir: &Path, kind: &str, version: u32, state: &S, parts: &Parts<'_>) -> AResult<()> {
     rl_nn::checkpoint::save_dir(dir, kind, version, state, &parts.collect()?)?;

@@ -598,24 +598,16 @@ impl Agent for Dmg {
 
     fn load(&mut self, dir: &Path) -> AResult<()> {
         let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
-        rl_agents::AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        rl_agents::AgentError::ensure_same(
+        common::check_saved(
             &ck.path,
-            "shape",
-            &ck.state.shape,
-            &Shape::of(self.nets.obs_dim, self.nets.actor.bounds()),
+            (&ck.state.params, &ck.state.shape),
+            (self.params.get(), &Shape::of(self.nets.obs_dim, self.nets.actor.bounds())),
         )?;
         self.parts().check(&ck.tensors, &ck.path)?;
-        let n = &mut self.nets;
+        self.nets.restore(&ck.tensors, &ck.path)?;
         rl_nn::parts::restore(
-            &[
-                ("actor", &n.actor_vs),
-                ("actor_target", &n.actor_target_vs),
-                ("critic", &n.critic_vs),
-                ("critic_target", &n.critic_target_vs),
-                ("value", &self.value_vs),
-            ],
-            &mut [("actor", &mut n.actor_opt), ("critic", &mut n.critic_opt), ("value", &mut self.value_opt)],
+            &[("value", &self.value_vs)],
+            &mut [("value", &mut self.value_opt)],
             &mut [],
             &ck.tensors,
             &ck.path,

@@ -6,7 +6,7 @@ use std::path::Path;
 use ndarray::{Array2, ArrayView2};
 use rand::RngCore;
 use rl_agents::{
-    ActionBounds, Agent, AgentError, Batch, BatchPolicy, DeterministicActor, EnsembleCritic, TargetSync, UpdateMetrics,
+    ActionBounds, Agent, Batch, BatchPolicy, DeterministicActor, EnsembleCritic, TargetSync, UpdateMetrics,
 };
 use rl_core::{ActMode, Params, SeededRng, Space, Valid};
 use rl_nn::optim::Adam;
@@ -507,12 +507,10 @@ impl Agent for Iql {
 
     fn load(&mut self, dir: &Path) -> AResult<()> {
         let ck = rl_nn::checkpoint::load_dir::<State>(dir, KIND, FORMAT)?;
-        AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        AgentError::ensure_same(
+        common::check_saved(
             &ck.path,
-            "shape",
-            &ck.state.shape,
-            &Shape::of(self.obs_dim, self.actor.mean().bounds()),
+            (&ck.state.params, &ck.state.shape),
+            (self.params.get(), &Shape::of(self.obs_dim, self.actor.mean().bounds())),
         )?;
         self.parts().check(&ck.tensors, &ck.path)?;
         rl_nn::parts::restore(
