@@ -14,7 +14,7 @@ use std::time::Instant;
 
 use anyhow::Result;
 use clap::Parser;
-use rl_agents::{Agent, Batch, ReplayBuffer, ReplayBufferParams, Sac, SacParams, Td3, Td3Params};
+use rl_agents::{Batch, BatchLearner, ReplayBuffer, ReplayBufferParams, Sac, SacParams, Td3, Td3Params};
 use rl_core::{Params, Space};
 use tch::{Device, Kind, Tensor};
 
@@ -199,7 +199,7 @@ fn main() -> Result<()> {
     let batch: Batch = buf.sample(args.batch as usize, Device::Cpu, &mut rng)?;
     let algos: Vec<&str> = if args.algo == "all" { vec!["sac", "td3"] } else { vec![args.algo.as_str()] };
     for algo in algos {
-        let mut agent: Box<dyn Agent> = match algo {
+        let mut agent: Box<dyn BatchLearner> = match algo {
             "sac" => {
                 Box::new(Sac::new(SacParams::default().hidden(hidden.clone()).check()?, &obs, &act, Device::Cpu, 0)?)
             }

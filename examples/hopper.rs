@@ -64,7 +64,7 @@ struct Args {
     threads: i32,
 }
 
-fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path) -> Result<()> {
+fn run<A: BatchLearner>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path) -> Result<()> {
     let cpu0 = support::thread_cpu_seconds();
     let make = |_| Locomotion::hopper(HopperParams::default().check()?);
     let envs = VecEnv::from_fn(1, args.seed, make)?;
@@ -75,12 +75,12 @@ fn run<A: Agent>(args: &Args, agent: A, random_steps: u64, out: &std::path::Path
     let ckpt = out.join("checkpoint");
     let mut sink = if args.resume {
         load_run(&ckpt, &mut agent, &mut trainer)?;
-        println!("resumed at {} steps, {} updates", trainer.steps(), OnlineAgent::updates(&agent));
+        println!("resumed at {} steps, {} updates", trainer.steps(), Agent::updates(&agent));
         rl_core::JsonlSink::append(out.join("metrics.jsonl"))?
     } else {
         rl_core::JsonlSink::create(out.join("metrics.jsonl"))?
     };
-    let (steps0, updates0) = (trainer.steps(), OnlineAgent::updates(&agent));
+    let (steps0, updates0) = (trainer.steps(), Agent::updates(&agent));
     let mut eval = Evaluator::new(10, 1000, |_| Ok(make(0)?))?;
     let tp = TrainParams::default()
         .total_steps(args.steps)

@@ -35,7 +35,7 @@ use lare::{
     DecoderParams, Decomposition, DecompositionLoss, DenseOracle, EpisodicBaseline, Ircr, IrcrParams, RawEncoder,
     RawFeatures, RewardRedistributor, SandboxLimits,
 };
-use rl_agents::{Agent, Sac, SacParams, Td3, Td3Params};
+use rl_agents::{BatchLearner, Sac, SacParams, Td3, Td3Params};
 use rl_core::{Env, Params};
 use rl_envs::wrappers::EpisodicReward;
 
@@ -167,7 +167,7 @@ fn method(
     })
 }
 
-fn agent(a: &Args, env: &dyn Env, seed: u64, tau: Option<f64>) -> Result<Box<dyn Agent>> {
+fn agent(a: &Args, env: &dyn Env, seed: u64, tau: Option<f64>) -> Result<Box<dyn BatchLearner>> {
     let (obs, act) = (env.observation_space(), env.action_space());
     Ok(match a.agent.as_str() {
         "sac" => {

@@ -36,7 +36,7 @@ use anyhow::Result;
 use clap::Parser;
 use ndarray::{Array1, Array2};
 use rand::Rng;
-use rl_agents::{Agent, ReplayBuffer, ReplayBufferParams, Sac, SacParams};
+use rl_agents::{Agent, BatchLearner, ReplayBuffer, ReplayBufferParams, Sac, SacParams};
 use rl_core::stats::{cvar_lower, mean};
 use rl_core::{ActMode, Env, Params, SeededRng};
 use rl_envs::classic::{Pendulum, PendulumParams};

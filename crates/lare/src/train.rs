@@ -27,7 +27,7 @@ use std::path::{Path, PathBuf};
 
 use ndarray::{Array1, Array2, ArrayView1, Axis};
 use rand::RngCore;
-use rl_agents::{Agent, Batch, BatchPolicy, OnlineAgent, VecTransition};
+use rl_agents::{Batch, BatchLearner, BatchPolicy, OnlineAgent, VecTransition};
 use rl_core::{ActMode, Env, Metrics, MetricsSink, Params, SeededRng, Valid};
 use rl_envs::wrappers::EpisodicReward;
 use rl_envs::{MultiAgentEnv, Snapshot};
@@ -226,7 +226,7 @@ pub const MULTI_AGENT_RUN_FORMAT: u32 = 1;
 /// generators (`env`, `explore`, `sample`, `eval` streams), the episode buffer, the episode being
 /// collected, the current observation, the metrics waiting for the next record, the
 /// [`RunSummary`] so far and the step count. [`OffPolicyRun::save`] writes them with the
-/// environments' exact states, the agent ([`Agent::save`]) and the method
+/// environments' exact states, the agent ([`Agent::save`](rl_agents::Agent::save)) and the method
 /// ([`RewardRedistributor::save`]) into one checkpoint unit; [`OffPolicyRun::load`] restores
 /// all of it into freshly built objects, and the resumed run draws the same numbers as an
 /// uninterrupted one.
@@ -315,7 +315,7 @@ impl OffPolicyRun {
         &mut self,
         env: &mut EpisodicReward<E>,
         eval_env: &mut dyn Env,
-        agent: &mut dyn Agent,
+        agent: &mut dyn BatchLearner,
         method: &mut dyn RewardRedistributor,
         sink: &mut dyn MetricsSink,
     ) -> Result<()> {
@@ -384,7 +384,7 @@ impl OffPolicyRun {
 
     /// Writes the checkpoint unit `dir` ([`rl_nn::checkpoint::UnitWriter`], kind
     /// [`OFF_POLICY_RUN_KIND`]): part `loop` (this run's state and the exact states of `env`
-    /// and `eval_env`), `buffer` ([`EpisodeBuffer::save`]), `agent` ([`Agent::save`], at its
+    /// and `eval_env`), `buffer` ([`EpisodeBuffer::save`]), `agent` ([`Agent::save`](rl_agents::Agent::save), at its
     /// update count) and `method` ([`RewardRedistributor::save`] under `method/state`),
     /// committed together: a crash leaves the previous checkpoint or this one.
     ///
@@ -396,7 +396,7 @@ impl OffPolicyRun {
         dir: &Path,
         env: &EpisodicReward<E>,
         eval_env: &V,
-        agent: &dyn Agent,
+        agent: &dyn BatchLearner,
         method: &dyn RewardRedistributor,
     ) -> Result<()> {
         let state = OffPolicyState {
@@ -448,7 +448,7 @@ impl OffPolicyRun {
         dir: &Path,
         env: &mut EpisodicReward<E>,
         eval_env: &mut V,
-        agent: &mut dyn Agent,
+        agent: &mut dyn BatchLearner,
         method: &mut dyn RewardRedistributor,
         params: &Valid<OffPolicyLoopParams>,
     ) -> Result<Self> {
@@ -559,7 +559,7 @@ fn load_method_part(dir: &Path, name: &str, load: impl FnOnce(&Path) -> Result<(
 pub fn train_off_policy<E: Env>(
     env: &mut EpisodicReward<E>,
     eval_env: &mut dyn Env,
-    agent: &mut dyn Agent,
+    agent: &mut dyn BatchLearner,
     method: &mut dyn RewardRedistributor,
     params: &Valid<OffPolicyLoopParams>,
     sink: &mut dyn MetricsSink,
@@ -587,7 +587,7 @@ pub fn run_off_policy<E: Env + Snapshot, V: Env + Snapshot>(
     run: &mut OffPolicyRun,
     env: &mut EpisodicReward<E>,
     eval_env: &mut V,
-    agent: &mut dyn Agent,
+    agent: &mut dyn BatchLearner,
     method: &mut dyn RewardRedistributor,
     sink: &mut dyn MetricsSink,
     progress: &mut dyn FnMut(u64),
@@ -767,7 +767,7 @@ struct MultiAgentState<S, V> {
 /// generators (`env`, `eval` streams), the decoder's episode buffer, the episode being collected,
 /// the current observations, the PPO iteration count, the team return so far, the
 /// [`RunSummary`] and the step count. [`MultiAgentRun::save`] writes them with the
-/// environments' exact states, the PPO agent ([`OnlineAgent::save`]: weights, optimiser,
+/// environments' exact states, the PPO agent ([`Agent::save`](rl_agents::Agent::save): weights, optimiser,
 /// rollout, generator) and the credit decoder ([`AgentCreditDecoder::save`]) into one
 /// checkpoint unit; [`MultiAgentRun::load`] restores them into freshly built objects.
 #[derive(Debug)]
@@ -972,7 +972,7 @@ impl MultiAgentRun {
 
     /// Writes the checkpoint unit `dir` (kind [`MULTI_AGENT_RUN_KIND`]): part `loop` (this
     /// run's state, the decoder's episode buffer and the exact states of `env` and
-    /// `eval_env`), `agent` ([`OnlineAgent::save`], at its environment step count) and
+    /// `eval_env`), `agent` ([`Agent::save`](rl_agents::Agent::save), at its environment step count) and
     /// `method` (the credit decoder's checkpoint under `method/state`; only the name for the
     /// episodic and dense methods), committed together.
     ///

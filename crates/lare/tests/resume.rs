@@ -20,7 +20,7 @@ use lare::{
     AgentCreditDecoder, CreditParams, DecoderParams, Decomposition, DecompositionLoss, Ircr, IrcrParams, NativeEncoder,
     RawEncoder, RawFeatures, RewardRedistributor, StateSource,
 };
-use rl_agents::{Agent, Ppo, PpoParams, Sac, SacParams};
+use rl_agents::{BatchLearner, Ppo, PpoParams, Sac, SacParams};
 use rl_envs::mpe::{SimpleSpread, SimpleSpreadParams};
 use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
@@ -244,7 +244,7 @@ fn prefixed(prefix: &str, vs: &VarStore) -> BTreeMap<String, String> {
 /// uninterrupted, and again interrupted after `k` steps (`OffPolicyRun::step`), saved,
 /// restored into objects built from another agent seed and continued with `run_off_policy`
 /// (writing checkpoints every 25 steps); returns both outcomes.
-fn off_policy_pair<A: Agent, M: RewardRedistributor>(
+fn off_policy_pair<A: BatchLearner, M: RewardRedistributor>(
     make: &dyn Fn(u64) -> (A, M),
     weights: &dyn Fn(&A, &M) -> BTreeMap<String, String>,
     seed: u64,

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use ndarray::{Array2, ArrayView2};
 use rand::{Rng, RngCore};
 use rl_agents::{
-    Agent, BatchPolicy, Evaluator, OffPolicy, OffPolicyParams, OnlineAgent, OnlineTrainer, ReplayBufferParams, Sac,
-    SacParams, TrainParams,
+    Agent, BatchPolicy, Evaluator, OffPolicy, OffPolicyParams, OnlineTrainer, ReplayBufferParams, Sac, SacParams,
+    TrainParams,
 };
 use rl_core::{ActMode, Env, EpisodeSummary, MemorySink, Params, Space, Transitions};
 use rl_envs::maze::{WaypointController, WaypointParams};

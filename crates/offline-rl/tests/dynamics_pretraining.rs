@@ -4,7 +4,7 @@
 
 use offline_rl::algo::{DynamicsParams, Scas, ScasParams};
 use offline_rl::error::OfflineError;
-use rl_agents::{Agent, AgentError, Batch};
+use rl_agents::{Agent, AgentError, Batch, BatchLearner};
 use rl_core::{Params, Space};
 use rl_nn::MlpConfig;
 use tch::{Device, Kind, Tensor};

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use offline_rl::algo::{Dmg, DmgParams, DynamicsParams, Scas, ScasParams, Td3Bc, Td3BcParams};
-use rl_agents::{Agent, Batch, UpdateMetrics};
+use rl_agents::{Agent, Batch, BatchLearner, UpdateMetrics};
 use rl_core::{Params, Space};
 use rl_nn::MlpConfig;
 use serde_json::Value;

@@ -124,24 +124,18 @@ impl UpdateMetrics {
     }
 }
 
-/// An agent that learns from batches of transitions: the off-policy online agents (SAC, TD3)
-/// and the offline algorithms built on them. Object safe.
-///
-/// The online loop around it ([`OffPolicy`](crate::OffPolicy)) owns the replay buffer; an
-/// offline trainer samples its dataset; a credit-assignment method (LaRe) may replace the
-/// rewards of a batch ([`Batch::with_reward`]) before `update`.
+/// Every agent of the workspace: it acts (exploration actions, the evaluation policy) and
+/// checkpoints. How it learns is one of the two subtraits: [`BatchLearner`] (from batches of
+/// transitions: SAC, TD3 and the offline algorithms) or [`OnlineAgent`] (from the steps of a
+/// batch of environments: PPO, and any `BatchLearner` inside an [`OffPolicy`](crate::OffPolicy)
+/// loop). Object safe, like both subtraits.
 pub trait Agent: std::fmt::Debug {
-    /// A short stable name (`"sac"`, `"td3"`).
+    /// A short stable name (`"sac"`, `"td3"`, `"ppo"`).
     fn name(&self) -> &'static str;
 
-    /// One gradient update (critic, and actor/temperature when due) on `batch`.
-    ///
-    /// # Errors
-    /// [`AgentError::Shape`] / [`AgentError::Nn`] when the batch does not fit the agent's
-    /// widths or device; libtorch failures.
-    fn update(&mut self, batch: &Batch) -> Result<UpdateMetrics>;
-
-    /// Exploration actions for `obs` `[n, obs_dim]`, with noise from the agent's own stream.
+    /// Exploration actions for `obs` `[n, obs_dim]` → `[n, act_dim]`, with noise from the
+    /// agent's own stream (an [`OnlineAgent`] then expects the outcome in
+    /// [`observe`](OnlineAgent::observe)).
     ///
     /// # Errors
     /// As [`BatchPolicy::act_batch`].
@@ -156,8 +150,9 @@ pub trait Agent: std::fmt::Debug {
     /// Gradient updates done so far.
     fn updates(&self) -> u64;
 
-    /// Writes a checkpoint directory (parameters, counters, generator, every weight, target
-    /// network and optimiser moment).
+    /// Writes a checkpoint directory with the whole learning state (parameters, counters,
+    /// generators, every weight, target network and optimiser moment; an online agent's buffer
+    /// or rollout and schedule too).
     ///
     /// # Errors
     /// I/O and libtorch failures.
@@ -172,12 +167,27 @@ pub trait Agent: std::fmt::Debug {
     fn load(&mut self, dir: &Path) -> Result<()>;
 }
 
+/// An agent that learns from batches of transitions: the off-policy agents (SAC, TD3) and the
+/// offline algorithms built on them. Object safe.
+///
+/// The online loop around it ([`OffPolicy`](crate::OffPolicy)) owns the replay buffer; an
+/// offline trainer samples its dataset; a credit-assignment method (LaRe) may replace the
+/// rewards of a batch ([`Batch::with_reward`]) before `update`.
+pub trait BatchLearner: Agent {
+    /// One gradient update (critic, and actor/temperature when due) on `batch`.
+    ///
+    /// # Errors
+    /// [`AgentError::Shape`] / [`AgentError::Nn`] when the batch does not fit the agent's
+    /// widths or device; libtorch failures.
+    fn update(&mut self, batch: &Batch) -> Result<UpdateMetrics>;
+}
+
 /// What one step of a batch of `n` environments produced, handed to [`OnlineAgent::observe`].
 #[derive(Debug, Clone, Copy)]
 pub struct VecTransition<'a> {
     /// The observations acted on, `[n, obs_dim]`.
     pub obs: ArrayView2<'a, f32>,
-    /// The actions taken (as returned by [`OnlineAgent::explore`]), `[n, act_dim]`.
+    /// The actions taken (as returned by [`Agent::explore`]), `[n, act_dim]`.
     pub action: ArrayView2<'a, f32>,
     /// Rewards `[n]`.
     pub reward: ArrayView1<'a, f32>,
@@ -230,21 +240,12 @@ impl VecTransition<'_> {
     }
 }
 
-/// An agent that interacts with a batch of environments: [`explore`](OnlineAgent::explore)
+/// An [`Agent`] that interacts with a batch of environments: [`explore`](Agent::explore)
 /// chooses actions, [`observe`](OnlineAgent::observe) receives what they produced and learns
 /// when learning is due (every step for SAC/TD3 after the warm-up, after each rollout for PPO).
 /// [`OnlineTrainer`](crate::OnlineTrainer) drives any `OnlineAgent`.
-pub trait OnlineAgent: std::fmt::Debug {
-    /// A short stable name.
-    fn name(&self) -> &'static str;
-
-    /// Actions for the current observations `[n, obs_dim]` → `[n, act_dim]`.
-    ///
-    /// # Errors
-    /// As [`BatchPolicy::act_batch`].
-    fn explore(&mut self, obs: ArrayView2<'_, f32>) -> Result<Array2<f32>>;
-
-    /// The outcome of the actions of the last [`explore`](OnlineAgent::explore); returns the
+pub trait OnlineAgent: Agent {
+    /// The outcome of the actions of the last [`explore`](Agent::explore); returns the
     /// metrics of the updates it triggered, if any.
     ///
     /// # Errors
@@ -253,27 +254,8 @@ pub trait OnlineAgent: std::fmt::Debug {
     /// update failures.
     fn observe(&mut self, step: &VecTransition<'_>) -> Result<Option<UpdateMetrics>>;
 
-    /// The current policy.
-    fn policy(&self) -> &dyn BatchPolicy;
-
     /// Environment steps observed (transitions, summed over the batch).
     fn env_steps(&self) -> u64;
-
-    /// Gradient updates done.
-    fn updates(&self) -> u64;
-
-    /// Writes the whole learning state (agent, buffer or rollout, schedule, generators) under
-    /// `dir`.
-    ///
-    /// # Errors
-    /// I/O and libtorch failures.
-    fn save(&self, dir: &Path) -> Result<()>;
-
-    /// Restores what [`OnlineAgent::save`] wrote.
-    ///
-    /// # Errors
-    /// As [`Agent::load`].
-    fn load(&mut self, dir: &Path) -> Result<()>;
 }
 
 #[cfg(test)]

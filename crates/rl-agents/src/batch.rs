@@ -1,4 +1,4 @@
-//! Checked tensor batches of transitions, the input of [`Agent::update`](crate::Agent::update).
+//! Checked tensor batches of transitions, the input of [`BatchLearner::update`](crate::BatchLearner::update).
 
 use rl_core::Transitions;
 use tch::{Device, Kind, Tensor};

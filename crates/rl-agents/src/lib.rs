@@ -60,7 +60,7 @@ pub mod td3;
 pub mod train;
 
 pub use actor_critic::{ensemble_mse, ActorCritic, ActorCriticSpec};
-pub use agent::{Agent, BatchPolicy, OnlineAgent, PolicyRef, UpdateMetrics, VecTransition};
+pub use agent::{Agent, BatchLearner, BatchPolicy, OnlineAgent, PolicyRef, UpdateMetrics, VecTransition};
 pub use batch::Batch;
 pub use buffer::{ReplayBuffer, ReplayBufferParams};
 pub use error::{AgentError, Result};

@@ -1,12 +1,13 @@
 //! The online loop of an off-policy [`Agent`]: replay buffer, random warm-up, update schedule.
 
 use std::path::Path;
+use tch::Device;
 
 use ndarray::{Array2, ArrayView2};
 use rl_core::{Params, SeededRng, Space, Valid};
 use serde::{Deserialize, Serialize};
 
-use crate::agent::{Agent, BatchPolicy, OnlineAgent, UpdateMetrics, VecTransition};
+use crate::agent::{Agent, BatchLearner, BatchPolicy, OnlineAgent, UpdateMetrics, VecTransition};
 use crate::buffer::{BufferMeta, ReplayBuffer, ReplayBufferParams};
 use crate::error::{check, AgentError, Result};
 
@@ -120,7 +121,7 @@ const FORMAT: u32 = 1;
 const UNIT_KIND: &str = "rl_agents.off_policy_unit";
 const UNIT_FORMAT: u32 = 1;
 
-impl<A: Agent> OffPolicy<A> {
+impl<A: BatchLearner> OffPolicy<A> {
     /// Wraps `agent`; `seed` seeds the random warm-up actions and the batch sampling
     /// (`derive_seed_named(seed, "off-policy")`).
     ///
@@ -190,7 +191,11 @@ impl<A: Agent> OffPolicy<A> {
     }
 }
 
-impl<A: Agent> OnlineAgent for OffPolicy<A> {
+impl<A: BatchLearner> Agent for OffPolicy<A> {
+    fn device(&self) -> Device {
+        self.agent.device()
+    }
+
     fn name(&self) -> &'static str {
         self.agent.name()
     }
@@ -213,6 +218,58 @@ impl<A: Agent> OnlineAgent for OffPolicy<A> {
         Ok(actions)
     }
 
+    fn policy(&self) -> &dyn BatchPolicy {
+        self.agent.policy()
+    }
+
+    fn updates(&self) -> u64 {
+        self.agent.updates()
+    }
+
+    /// Writes the checkpoint unit `dir` ([`rl_nn::checkpoint::UnitWriter`]): part `agent`
+    /// ([`Agent::save`], at its update count) and part `replay` (buffer, schedule, generator,
+    /// at the environment step count), committed together.
+    fn save(&self, dir: &Path) -> Result<()> {
+        let mut unit = rl_nn::checkpoint::UnitWriter::new(dir, UNIT_KIND, UNIT_FORMAT)?;
+        self.agent.save(&unit.part("agent", self.agent.updates())?)?;
+        let state = OffPolicyState {
+            params: self.params.get().clone(),
+            env_steps: self.env_steps,
+            due: self.due,
+            pending: self.pending,
+            rng: self.rng.clone(),
+            buffer: self.buffer.meta(),
+        };
+        let replay = unit.part("replay", self.env_steps)?;
+        rl_nn::checkpoint::save_dir(replay, KIND, FORMAT, &state, &self.buffer.state_tensors("buffer.")?)?;
+        unit.commit()?;
+        Ok(())
+    }
+
+    /// Restores what [`Agent::save`] wrote: the unit is verified (every file as its
+    /// manifest recorded it), the replay part's step count checked, everything checked, then
+    /// applied; the agent's update count is checked against the manifest last.
+    fn load(&mut self, dir: &Path) -> Result<()> {
+        let unit = rl_nn::checkpoint::open_unit(dir, UNIT_KIND, UNIT_FORMAT)?;
+        let ck = rl_nn::checkpoint::load_dir::<OffPolicyState>(unit.part("replay")?, KIND, FORMAT)?;
+        unit.check_step("replay", ck.state.env_steps)?;
+        AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
+        let buffer = ReplayBuffer::restore(ck.state.buffer, &ck.tensors, "buffer.", &ck.path)?;
+        if buffer.obs_dim() != self.obs_dim || buffer.act_dim() != self.action_space.dim() {
+            return Err(AgentError::Corrupt { path: ck.path, reason: "buffer widths differ".into() });
+        }
+        self.agent.load(&unit.part("agent")?)?;
+        unit.check_step("agent", self.agent.updates())?;
+        self.buffer = buffer;
+        self.env_steps = ck.state.env_steps;
+        self.due = ck.state.due;
+        self.pending = ck.state.pending;
+        self.rng = ck.state.rng;
+        Ok(())
+    }
+}
+
+impl<A: BatchLearner> OnlineAgent for OffPolicy<A> {
     fn observe(&mut self, step: &VecTransition<'_>) -> Result<Option<UpdateMetrics>> {
         match self.pending {
             Some(n) if n == step.len() => {}
@@ -256,57 +313,7 @@ impl<A: Agent> OnlineAgent for OffPolicy<A> {
         Ok(last)
     }
 
-    fn policy(&self) -> &dyn BatchPolicy {
-        self.agent.policy()
-    }
-
     fn env_steps(&self) -> u64 {
         self.env_steps
-    }
-
-    fn updates(&self) -> u64 {
-        self.agent.updates()
-    }
-
-    /// Writes the checkpoint unit `dir` ([`rl_nn::checkpoint::UnitWriter`]): part `agent`
-    /// ([`Agent::save`], at its update count) and part `replay` (buffer, schedule, generator,
-    /// at the environment step count), committed together.
-    fn save(&self, dir: &Path) -> Result<()> {
-        let mut unit = rl_nn::checkpoint::UnitWriter::new(dir, UNIT_KIND, UNIT_FORMAT)?;
-        self.agent.save(&unit.part("agent", self.agent.updates())?)?;
-        let state = OffPolicyState {
-            params: self.params.get().clone(),
-            env_steps: self.env_steps,
-            due: self.due,
-            pending: self.pending,
-            rng: self.rng.clone(),
-            buffer: self.buffer.meta(),
-        };
-        let replay = unit.part("replay", self.env_steps)?;
-        rl_nn::checkpoint::save_dir(replay, KIND, FORMAT, &state, &self.buffer.state_tensors("buffer.")?)?;
-        unit.commit()?;
-        Ok(())
-    }
-
-    /// Restores what [`OnlineAgent::save`] wrote: the unit is verified (every file as its
-    /// manifest recorded it), the replay part's step count checked, everything checked, then
-    /// applied; the agent's update count is checked against the manifest last.
-    fn load(&mut self, dir: &Path) -> Result<()> {
-        let unit = rl_nn::checkpoint::open_unit(dir, UNIT_KIND, UNIT_FORMAT)?;
-        let ck = rl_nn::checkpoint::load_dir::<OffPolicyState>(unit.part("replay")?, KIND, FORMAT)?;
-        unit.check_step("replay", ck.state.env_steps)?;
-        AgentError::ensure_same(&ck.path, "params", &ck.state.params, self.params.get())?;
-        let buffer = ReplayBuffer::restore(ck.state.buffer, &ck.tensors, "buffer.", &ck.path)?;
-        if buffer.obs_dim() != self.obs_dim || buffer.act_dim() != self.action_space.dim() {
-            return Err(AgentError::Corrupt { path: ck.path, reason: "buffer widths differ".into() });
-        }
-        self.agent.load(&unit.part("agent")?)?;
-        unit.check_step("agent", self.agent.updates())?;
-        self.buffer = buffer;
-        self.env_steps = ck.state.env_steps;
-        self.due = ck.state.due;
-        self.pending = ck.state.pending;
-        self.rng = ck.state.rng;
-        Ok(())
     }
 }

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use crate::agent::{obs_tensor, to_array2, BatchPolicy, OnlineAgent, UpdateMetrics, VecTransition};
+use crate::agent::{obs_tensor, to_array2, Agent, BatchPolicy, OnlineAgent, UpdateMetrics, VecTransition};
 use crate::ckpt::{self, Parts};
 use crate::error::{check, AgentError, Result};
 use crate::nets::ActionBounds;
@@ -375,7 +375,7 @@ struct Pending {
 /// Minibatch permutations and sampling noise come from the agent's own generator.
 ///
 /// ```
-/// use rl_agents::{OnlineAgent, Ppo, PpoParams};
+/// use rl_agents::{Agent, OnlineAgent, Ppo, PpoParams};
 /// use rl_core::{Params, Space};
 /// let mut ppo = Ppo::new(PpoParams::classic_control(10_000).check()?, &Space::symmetric(4, 10.0)?,
 ///                        &Space::discrete(2)?, tch::Device::Cpu, 0)?;
@@ -671,7 +671,11 @@ impl Ppo {
     }
 }
 
-impl OnlineAgent for Ppo {
+impl Agent for Ppo {
+    fn device(&self) -> Device {
+        self.device
+    }
+
     fn name(&self) -> &'static str {
         "ppo"
     }
@@ -694,62 +698,8 @@ impl OnlineAgent for Ppo {
         self.policy.env_actions(&raw)
     }
 
-    fn observe(&mut self, step: &VecTransition<'_>) -> Result<Option<UpdateMetrics>> {
-        let n = step.len();
-        let pending = match self.pending.take() {
-            Some(p) if p.values.len() == n => p,
-            other => {
-                let got = other.as_ref().map(|p| p.values.len());
-                self.pending = other;
-                return Err(AgentError::Protocol(format!("observe of {n} environments after explore of {got:?}")));
-            }
-        };
-        let act_dim = BatchPolicy::act_dim(&self.policy);
-        if let Err(e) = step.check(self.obs_dim, act_dim) {
-            self.pending = Some(pending);
-            return Err(e);
-        }
-        if self.rollout.steps > 0 && self.rollout.n_envs != n {
-            self.pending = Some(pending);
-            return Err(AgentError::Protocol(format!(
-                "the rollout has {} environments, this step {n}",
-                self.rollout.n_envs
-            )));
-        }
-        let mut rewards: Vec<f32> = step.reward.to_vec();
-        if self.params.bootstrap_truncated {
-            let cut: Vec<usize> = (0..n).filter(|&i| step.truncated[i] && !step.terminated[i]).collect();
-            if !cut.is_empty() {
-                let rows = step.next_obs.select(ndarray::Axis(0), &cut);
-                let x = obs_tensor(rows.view(), self.obs_dim, self.device)?;
-                let v = Vec::<f32>::try_from(&tch::no_grad(|| self.values(&x))?.f_to_device(Device::Cpu)?)?;
-                for (k, &i) in cut.iter().enumerate() {
-                    rewards[i] += self.params.gamma as f32 * v[k];
-                }
-            }
-        }
-        let r = &mut self.rollout;
-        r.n_envs = n;
-        r.obs.extend_from_slice(&pending.obs);
-        r.raw_actions.extend_from_slice(&pending.raw_actions);
-        r.log_probs.extend_from_slice(&pending.log_probs);
-        r.values.extend_from_slice(&pending.values);
-        r.rewards.extend_from_slice(&rewards);
-        r.dones.extend((0..n).map(|i| f32::from(u8::from(step.terminated[i] || step.truncated[i]))));
-        r.steps += 1;
-        self.env_steps += n as u64;
-        if self.rollout.steps < self.params.num_steps {
-            return Ok(None);
-        }
-        self.learn(step.continue_obs).map(Some)
-    }
-
     fn policy(&self) -> &dyn BatchPolicy {
         &self.policy
-    }
-
-    fn env_steps(&self) -> u64 {
-        self.env_steps
     }
 
     fn updates(&self) -> u64 {
@@ -806,6 +756,62 @@ impl OnlineAgent for Ppo {
         self.iterations = s.iterations;
         self.updates = s.updates;
         Ok(())
+    }
+}
+
+impl OnlineAgent for Ppo {
+    fn observe(&mut self, step: &VecTransition<'_>) -> Result<Option<UpdateMetrics>> {
+        let n = step.len();
+        let pending = match self.pending.take() {
+            Some(p) if p.values.len() == n => p,
+            other => {
+                let got = other.as_ref().map(|p| p.values.len());
+                self.pending = other;
+                return Err(AgentError::Protocol(format!("observe of {n} environments after explore of {got:?}")));
+            }
+        };
+        let act_dim = BatchPolicy::act_dim(&self.policy);
+        if let Err(e) = step.check(self.obs_dim, act_dim) {
+            self.pending = Some(pending);
+            return Err(e);
+        }
+        if self.rollout.steps > 0 && self.rollout.n_envs != n {
+            self.pending = Some(pending);
+            return Err(AgentError::Protocol(format!(
+                "the rollout has {} environments, this step {n}",
+                self.rollout.n_envs
+            )));
+        }
+        let mut rewards: Vec<f32> = step.reward.to_vec();
+        if self.params.bootstrap_truncated {
+            let cut: Vec<usize> = (0..n).filter(|&i| step.truncated[i] && !step.terminated[i]).collect();
+            if !cut.is_empty() {
+                let rows = step.next_obs.select(ndarray::Axis(0), &cut);
+                let x = obs_tensor(rows.view(), self.obs_dim, self.device)?;
+                let v = Vec::<f32>::try_from(&tch::no_grad(|| self.values(&x))?.f_to_device(Device::Cpu)?)?;
+                for (k, &i) in cut.iter().enumerate() {
+                    rewards[i] += self.params.gamma as f32 * v[k];
+                }
+            }
+        }
+        let r = &mut self.rollout;
+        r.n_envs = n;
+        r.obs.extend_from_slice(&pending.obs);
+        r.raw_actions.extend_from_slice(&pending.raw_actions);
+        r.log_probs.extend_from_slice(&pending.log_probs);
+        r.values.extend_from_slice(&pending.values);
+        r.rewards.extend_from_slice(&rewards);
+        r.dones.extend((0..n).map(|i| f32::from(u8::from(step.terminated[i] || step.truncated[i]))));
+        r.steps += 1;
+        self.env_steps += n as u64;
+        if self.rollout.steps < self.params.num_steps {
+            return Ok(None);
+        }
+        self.learn(step.continue_obs).map(Some)
+    }
+
+    fn env_steps(&self) -> u64 {
+        self.env_steps
     }
 }
 

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use crate::agent::{obs_tensor, to_array2, Agent, BatchPolicy, UpdateMetrics};
+use crate::agent::{obs_tensor, to_array2, Agent, BatchLearner, BatchPolicy, UpdateMetrics};
 use crate::batch::Batch;
 use crate::ckpt::{self, Parts};
 use crate::error::{check, AgentError, Result};
@@ -180,7 +180,7 @@ impl Params for SacParams {
 
 /// Soft Actor-Critic (Haarnoja et al. 2018, arXiv 1801.01290 and 1812.05905).
 ///
-/// One [`update`](Agent::update) on a batch `(s, a, r, s', d)`, in this order (SB3's; one
+/// One [`update`](BatchLearner::update) on a batch `(s, a, r, s', d)`, in this order (SB3's; one
 /// policy forward on `s` serves the temperature and the actor loss):
 ///
 /// ```text
@@ -197,7 +197,7 @@ impl Params for SacParams {
 /// `derive_seed_named(seed, "sac-init")`.
 ///
 /// ```
-/// use rl_agents::{Agent, ReplayBuffer, ReplayBufferParams, Sac, SacParams};
+/// use rl_agents::{Agent, BatchLearner, ReplayBuffer, ReplayBufferParams, Sac, SacParams};
 /// use rl_core::{Params, Space};
 /// let obs = Space::symmetric(3, 10.0)?;
 /// let act = Space::symmetric(1, 2.0)?;
@@ -361,49 +361,6 @@ impl Agent for Sac {
         "sac"
     }
 
-    fn update(&mut self, batch: &Batch) -> Result<UpdateMetrics> {
-        batch.check_dims(self.obs_dim, self.act_dim, self.device)?;
-        let p = self.params.get();
-        let mut m = UpdateMetrics::new();
-        let actor_step = self.updates % p.actor_update_interval as u64 == 0;
-        // one policy forward on s serves the temperature and the actor loss
-        let pi = if actor_step { Some(self.actor.sample(batch.obs(), &mut self.rng)?) } else { None };
-        if let (Some(pi), true) = (&pi, p.autotune) {
-            let target = pi.log_prob.f_detach()?.f_add_scalar(self.target_entropy)?;
-            let loss = self.log_alpha.f_mul(&target)?.f_mean(Kind::Float)?.f_neg()?;
-            self.alpha_opt.backward_step(&loss)?;
-            m.push("loss/alpha", &loss)?;
-        }
-        let alpha = self.log_alpha.f_detach()?.f_exp()?;
-        // critic
-        let y = tch::no_grad(|| -> Result<Tensor> {
-            let next = self.actor.sample(batch.next_obs(), &mut self.rng)?;
-            let q_next = self.target.forward(batch.next_obs(), &next.action)?.f_amin(0, false)?;
-            let v_next = q_next.f_sub(&next.log_prob.f_mul(&alpha)?)?;
-            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&v_next)?)?)
-        })?;
-        let q = self.critic.forward(batch.obs(), batch.action())?;
-        let critic_loss =
-            q.f_sub(&y.f_unsqueeze(0)?)?.f_square()?.f_mean_dim(1, false, Kind::Float)?.f_sum(Kind::Float)?;
-        self.critic_opt.backward_step(&critic_loss)?;
-        m.push("loss/critic", &critic_loss)?;
-        m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
-        // actor, against the updated critic with its weights frozen
-        if let Some(pi) = pi {
-            let q_pi = self.critic.forward_frozen(batch.obs(), &pi.action)?.f_amin(0, false)?;
-            let actor_loss = pi.log_prob.f_mul(&alpha)?.f_sub(&q_pi)?.f_mean(Kind::Float)?;
-            self.actor_opt.backward_step(&actor_loss)?;
-            m.push("loss/actor", &actor_loss)?;
-            m.push("train/entropy", &pi.log_prob.f_detach()?.f_mean(Kind::Float)?.f_neg()?)?;
-        }
-        m.push("train/alpha", &alpha)?;
-        self.updates += 1;
-        if self.updates % p.target_update_interval as u64 == 0 {
-            self.sync.soft_update(p.tau)?;
-        }
-        Ok(m)
-    }
-
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> Result<Array2<f32>> {
         let x = obs_tensor(obs, self.obs_dim, self.device)?;
         let a = tch::no_grad(|| self.actor.sample(&x, &mut self.rng))?;
@@ -455,6 +412,51 @@ impl Agent for Sac {
         self.updates = s.updates;
         self.rng = s.rng;
         Ok(())
+    }
+}
+
+impl BatchLearner for Sac {
+    fn update(&mut self, batch: &Batch) -> Result<UpdateMetrics> {
+        batch.check_dims(self.obs_dim, self.act_dim, self.device)?;
+        let p = self.params.get();
+        let mut m = UpdateMetrics::new();
+        let actor_step = self.updates % p.actor_update_interval as u64 == 0;
+        // one policy forward on s serves the temperature and the actor loss
+        let pi = if actor_step { Some(self.actor.sample(batch.obs(), &mut self.rng)?) } else { None };
+        if let (Some(pi), true) = (&pi, p.autotune) {
+            let target = pi.log_prob.f_detach()?.f_add_scalar(self.target_entropy)?;
+            let loss = self.log_alpha.f_mul(&target)?.f_mean(Kind::Float)?.f_neg()?;
+            self.alpha_opt.backward_step(&loss)?;
+            m.push("loss/alpha", &loss)?;
+        }
+        let alpha = self.log_alpha.f_detach()?.f_exp()?;
+        // critic
+        let y = tch::no_grad(|| -> Result<Tensor> {
+            let next = self.actor.sample(batch.next_obs(), &mut self.rng)?;
+            let q_next = self.target.forward(batch.next_obs(), &next.action)?.f_amin(0, false)?;
+            let v_next = q_next.f_sub(&next.log_prob.f_mul(&alpha)?)?;
+            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&v_next)?)?)
+        })?;
+        let q = self.critic.forward(batch.obs(), batch.action())?;
+        let critic_loss =
+            q.f_sub(&y.f_unsqueeze(0)?)?.f_square()?.f_mean_dim(1, false, Kind::Float)?.f_sum(Kind::Float)?;
+        self.critic_opt.backward_step(&critic_loss)?;
+        m.push("loss/critic", &critic_loss)?;
+        m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
+        // actor, against the updated critic with its weights frozen
+        if let Some(pi) = pi {
+            let q_pi = self.critic.forward_frozen(batch.obs(), &pi.action)?.f_amin(0, false)?;
+            let actor_loss = pi.log_prob.f_mul(&alpha)?.f_sub(&q_pi)?.f_mean(Kind::Float)?;
+            self.actor_opt.backward_step(&actor_loss)?;
+            m.push("loss/actor", &actor_loss)?;
+            m.push("train/entropy", &pi.log_prob.f_detach()?.f_mean(Kind::Float)?.f_neg()?)?;
+        }
+        m.push("train/alpha", &alpha)?;
+        self.updates += 1;
+        if self.updates % p.target_update_interval as u64 == 0 {
+            self.sync.soft_update(p.tau)?;
+        }
+        Ok(m)
     }
 }
 

@@ -10,7 +10,7 @@ use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
 use crate::actor_critic::{ensemble_mse, ActorCritic, ActorCriticSpec};
-use crate::agent::{obs_tensor, to_array2, Agent, BatchPolicy, UpdateMetrics};
+use crate::agent::{obs_tensor, to_array2, Agent, BatchLearner, BatchPolicy, UpdateMetrics};
 use crate::batch::Batch;
 use crate::ckpt::Parts;
 use crate::error::{check, AgentError, Result};
@@ -266,43 +266,6 @@ impl Agent for Td3 {
         "td3"
     }
 
-    fn update(&mut self, batch: &Batch) -> Result<UpdateMetrics> {
-        batch.check_dims(self.obs_dim, self.act_dim, self.device)?;
-        let p = self.params.get().clone();
-        let mut m = UpdateMetrics::new();
-        let b = batch.len() as i64;
-        let noise = self.scaled_noise(&[b, self.act_dim as i64], p.policy_noise)?;
-        let y = tch::no_grad(|| -> Result<Tensor> {
-            let scale = self.nets.actor.bounds().scale();
-            let smooth = noise.f_clamp(-p.noise_clip, p.noise_clip)?.f_mul(scale)?;
-            let a_next =
-                self.nets.actor.bounds().clamp(&self.nets.actor_target.forward(batch.next_obs())?.f_add(&smooth)?)?;
-            let q_next = self.nets.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
-            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&q_next)?)?)
-        })?;
-        let q = self.nets.critic.forward(batch.obs(), batch.action())?;
-        let critic_loss = ensemble_mse(&q, &y)?;
-        self.nets.critic_opt.backward_step(&critic_loss)?;
-        m.push("loss/critic", &critic_loss)?;
-        m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
-        self.updates += 1;
-        if self.updates % p.policy_delay as u64 == 0 {
-            let a = self.nets.actor.forward(batch.obs())?;
-            let q_pi = match p.actor_objective {
-                ActorObjective::First => self.nets.critic.forward_member_frozen(batch.obs(), &a, 0)?,
-                ActorObjective::Mean => {
-                    self.nets.critic.forward_frozen(batch.obs(), &a)?.f_mean_dim(0, false, Kind::Float)?
-                }
-                ActorObjective::Min => self.nets.critic.forward_frozen(batch.obs(), &a)?.f_amin(0, false)?,
-            };
-            let actor_loss = q_pi.f_mean(Kind::Float)?.f_neg()?;
-            self.nets.actor_opt.backward_step(&actor_loss)?;
-            m.push("loss/actor", &actor_loss)?;
-            self.nets.soft_update(p.tau)?;
-        }
-        Ok(m)
-    }
-
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> Result<Array2<f32>> {
         let x = obs_tensor(obs, self.obs_dim, self.device)?;
         let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
@@ -348,6 +311,45 @@ impl Agent for Td3 {
         self.updates = s.updates;
         self.rng = s.rng;
         Ok(())
+    }
+}
+
+impl BatchLearner for Td3 {
+    fn update(&mut self, batch: &Batch) -> Result<UpdateMetrics> {
+        batch.check_dims(self.obs_dim, self.act_dim, self.device)?;
+        let p = self.params.get().clone();
+        let mut m = UpdateMetrics::new();
+        let b = batch.len() as i64;
+        let noise = self.scaled_noise(&[b, self.act_dim as i64], p.policy_noise)?;
+        let y = tch::no_grad(|| -> Result<Tensor> {
+            let scale = self.nets.actor.bounds().scale();
+            let smooth = noise.f_clamp(-p.noise_clip, p.noise_clip)?.f_mul(scale)?;
+            let a_next =
+                self.nets.actor.bounds().clamp(&self.nets.actor_target.forward(batch.next_obs())?.f_add(&smooth)?)?;
+            let q_next = self.nets.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
+            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&q_next)?)?)
+        })?;
+        let q = self.nets.critic.forward(batch.obs(), batch.action())?;
+        let critic_loss = ensemble_mse(&q, &y)?;
+        self.nets.critic_opt.backward_step(&critic_loss)?;
+        m.push("loss/critic", &critic_loss)?;
+        m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
+        self.updates += 1;
+        if self.updates % p.policy_delay as u64 == 0 {
+            let a = self.nets.actor.forward(batch.obs())?;
+            let q_pi = match p.actor_objective {
+                ActorObjective::First => self.nets.critic.forward_member_frozen(batch.obs(), &a, 0)?,
+                ActorObjective::Mean => {
+                    self.nets.critic.forward_frozen(batch.obs(), &a)?.f_mean_dim(0, false, Kind::Float)?
+                }
+                ActorObjective::Min => self.nets.critic.forward_frozen(batch.obs(), &a)?.f_amin(0, false)?,
+            };
+            let actor_loss = q_pi.f_mean(Kind::Float)?.f_neg()?;
+            self.nets.actor_opt.backward_step(&actor_loss)?;
+            m.push("loss/actor", &actor_loss)?;
+            self.nets.soft_update(p.tau)?;
+        }
+        Ok(m)
     }
 }
 

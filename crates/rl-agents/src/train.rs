@@ -413,7 +413,7 @@ where
 }
 
 /// Writes the run's checkpoint unit `dir` ([`rl_nn::checkpoint::UnitWriter`]): part `agent`
-/// ([`OnlineAgent::save`], at the agent's environment step count) and part `trainer`
+/// ([`Agent::save`](crate::Agent::save), at the agent's environment step count) and part `trainer`
 /// ([`OnlineTrainer::save`], at the trainer's), committed together by one rename of the
 /// manifest: a crash leaves the previous checkpoint or this one, never parts of both.
 ///
@@ -433,7 +433,7 @@ pub fn save_run<E: Env + Snapshot>(dir: &Path, agent: &dyn OnlineAgent, trainer:
 /// against the manifest ([`rl_nn::RlNnError::CheckpointPart`] names the part that disagrees).
 ///
 /// # Errors
-/// As [`OnlineAgent::load`] and [`OnlineTrainer::load`]; the unit's errors
+/// As [`Agent::load`](crate::Agent::load) and [`OnlineTrainer::load`]; the unit's errors
 /// ([`rl_nn::checkpoint::open_unit`]).
 pub fn load_run<E: Env + Snapshot>(
     dir: &Path,

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use rl_agents::{
-    load_run, save_run, Agent, OffPolicy, OffPolicyParams, OnlineAgent, OnlineTrainer, Ppo, PpoParams,
+    load_run, save_run, Agent, BatchLearner, OffPolicy, OffPolicyParams, OnlineAgent, OnlineTrainer, Ppo, PpoParams,
     ReplayBufferParams, Sac, SacParams, Td3, Td3Params,
 };
 use rl_core::{Env, Params};
@@ -43,7 +43,7 @@ fn same_stores(a: &[&VarStore], b: &[&VarStore]) {
     }
 }
 
-fn off_policy_roundtrip<A: Agent>(make: impl Fn(u64) -> A, stores: impl Fn(&A) -> Vec<&VarStore>, dir: &Path) {
+fn off_policy_roundtrip<A: BatchLearner>(make: impl Fn(u64) -> A, stores: impl Fn(&A) -> Vec<&VarStore>, dir: &Path) {
     let obs = rl_core::Space::symmetric(3, 8.0).unwrap();
     let act = rl_core::Space::symmetric(1, 2.0).unwrap();
     let new = |seed: u64| OffPolicy::new(sched().check().unwrap(), make(seed), &obs, &act, seed).unwrap();
@@ -59,10 +59,10 @@ fn off_policy_roundtrip<A: Agent>(make: impl Fn(u64) -> A, stores: impl Fn(&A) -
     let mut c = new(99);
     let mut tc = pendulums(99);
     load_run(dir, &mut c, &mut tc).unwrap();
-    assert_eq!(OnlineAgent::updates(&c), OnlineAgent::updates(&b));
+    assert_eq!(Agent::updates(&c), Agent::updates(&b));
     steps(&mut c, &mut tc, 35);
-    assert!(OnlineAgent::updates(&a) > 50);
-    assert_eq!(OnlineAgent::updates(&a), OnlineAgent::updates(&c));
+    assert!(Agent::updates(&a) > 50);
+    assert_eq!(Agent::updates(&a), Agent::updates(&c));
     same_stores(&stores(a.agent()), &stores(c.agent()));
     assert_eq!(a.buffer().transitions().unwrap(), c.buffer().transitions().unwrap());
     assert_eq!(ta.steps(), tc.steps());
@@ -208,18 +208,18 @@ fn parts_of_two_saves_are_refused_naming_the_part() {
     let mut b = new(7);
     let mut tb = pendulums(7);
     steps(&mut b, &mut tb, 25);
-    OnlineAgent::save(&b, &root.path().join("agent_early")).unwrap();
+    Agent::save(&b, &root.path().join("agent_early")).unwrap();
     steps(&mut b, &mut tb, 5);
-    OnlineAgent::save(&b, &root.path().join("agent_late")).unwrap();
+    Agent::save(&b, &root.path().join("agent_late")).unwrap();
     let (ae, al) = (data_dir(&root.path().join("agent_early")), data_dir(&root.path().join("agent_late")));
     std::fs::remove_dir_all(ae.join("replay")).unwrap();
     copy_dir(&al.join("replay"), &ae.join("replay"));
-    match OnlineAgent::load(&mut c, &root.path().join("agent_early")) {
+    match Agent::load(&mut c, &root.path().join("agent_early")) {
         Err(rl_agents::AgentError::Nn(rl_nn::RlNnError::CheckpointPart { part, .. })) => assert_eq!(part, "replay"),
         other => panic!("expected CheckpointPart, got {other:?}"),
     }
     // the intact one loads
-    OnlineAgent::load(&mut c, &root.path().join("agent_late")).unwrap();
+    Agent::load(&mut c, &root.path().join("agent_late")).unwrap();
     assert_eq!(OnlineAgent::env_steps(&c), 60);
     load_run(&late, &mut c, &mut tc).unwrap();
     assert_eq!(tc.steps(), 60);

@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use ndarray::{Array2, ArrayView2};
-use rl_agents::{ActionBounds, Agent, Batch, BatchPolicy, DeterministicActor, UpdateMetrics};
+use rl_agents::{ActionBounds, Agent, Batch, BatchLearner, BatchPolicy, DeterministicActor, UpdateMetrics};
 use rl_core::{Params, SeededRng, Space, Valid};
 use rl_nn::optim::Adam;
 use rl_nn::MlpConfig;
@@ -122,16 +122,6 @@ impl Agent for Bc {
         "bc"
     }
 
-    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
-        batch.check_dims(self.actor.obs_dim(), self.actor.bounds().dim(), self.device)?;
-        let loss = self.actor.forward(batch.obs())?.f_sub(batch.action())?.f_square()?.f_mean(Kind::Float)?;
-        self.opt.backward_step(&loss)?;
-        self.updates += 1;
-        let mut m = UpdateMetrics::new();
-        m.push("loss/actor", &loss)?;
-        Ok(m)
-    }
-
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
         let x = obs_tensor(obs, self.actor.obs_dim(), self.device)?;
         let b = self.actor.bounds();
@@ -184,6 +174,18 @@ impl Agent for Bc {
         self.updates = ck.state.updates;
         self.rng = ck.state.rng;
         Ok(())
+    }
+}
+
+impl BatchLearner for Bc {
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        batch.check_dims(self.actor.obs_dim(), self.actor.bounds().dim(), self.device)?;
+        let loss = self.actor.forward(batch.obs())?.f_sub(batch.action())?.f_square()?.f_mean(Kind::Float)?;
+        self.opt.backward_step(&loss)?;
+        self.updates += 1;
+        let mut m = UpdateMetrics::new();
+        m.push("loss/actor", &loss)?;
+        Ok(m)
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use ndarray::{Array2, ArrayView2};
-use rl_agents::{ActionBounds, Agent, Batch, BatchPolicy, UpdateMetrics};
+use rl_agents::{ActionBounds, Agent, Batch, BatchLearner, BatchPolicy, UpdateMetrics};
 use rl_core::{Params, SeededRng, Space, Valid};
 use rl_nn::optim::Adam;
 use rl_nn::{Mlp, MlpConfig};
@@ -467,7 +467,7 @@ impl Dmg {
         p
     }
 
-    /// One update (the same as [`Agent::update`]) with the target-smoothing draw supplied by
+    /// One update (the same as [`BatchLearner::update`]) with the target-smoothing draw supplied by
     /// the caller: `eps` is the standard normal `[B, act_dim]` tensor `update` would draw (the
     /// reference's `torch.randn_like(action)`). The internal generator is not touched.
     ///
@@ -557,14 +557,6 @@ impl Agent for Dmg {
         "dmg"
     }
 
-    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
-        let n = &self.nets;
-        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
-        let b = batch.len() as i64;
-        let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
-        self.update_with_noise(batch, &eps)
-    }
-
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
         let x = obs_tensor(obs, self.nets.obs_dim, self.nets.device)?;
         let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
@@ -619,6 +611,16 @@ impl Agent for Dmg {
         self.rng = ck.state.rng;
         self.sync_lr()?;
         Ok(())
+    }
+}
+
+impl BatchLearner for Dmg {
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        let n = &self.nets;
+        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
+        let b = batch.len() as i64;
+        let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
+        self.update_with_noise(batch, &eps)
     }
 }
 

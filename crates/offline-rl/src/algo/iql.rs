@@ -6,7 +6,8 @@ use std::path::Path;
 use ndarray::{Array2, ArrayView2};
 use rand::RngCore;
 use rl_agents::{
-    ActionBounds, Agent, Batch, BatchPolicy, DeterministicActor, EnsembleCritic, TargetSync, UpdateMetrics,
+    ActionBounds, Agent, Batch, BatchLearner, BatchPolicy, DeterministicActor, EnsembleCritic, TargetSync,
+    UpdateMetrics,
 };
 use rl_core::{ActMode, Params, SeededRng, Space, Valid};
 use rl_nn::optim::Adam;
@@ -427,43 +428,6 @@ impl Agent for Iql {
         "iql"
     }
 
-    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
-        batch.check_dims(self.obs_dim, self.act_dim, self.device)?;
-        let p = self.params.get().clone();
-        let mut m = UpdateMetrics::new();
-        let (next_v, q_t) = tch::no_grad(|| -> AResult<(Tensor, Tensor)> {
-            Ok((
-                self.value(batch.next_obs())?,
-                self.critic_target.forward(batch.obs(), batch.action())?.f_amin(0, false)?,
-            ))
-        })?;
-        let v = self.value(batch.obs())?;
-        let adv = q_t.f_sub(&v)?;
-        let value_loss = common::expectile_loss(&adv, p.expectile)?;
-        self.value_opt.backward_step(&value_loss)?;
-        let y = tch::no_grad(|| -> AResult<Tensor> {
-            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&next_v)?)?)
-        })?;
-        let q = self.critic.forward(batch.obs(), batch.action())?;
-        let critic_loss = common::ensemble_mse(&q, &y)?.f_div_scalar(p.n_critics as f64)?;
-        self.critic_opt.backward_step(&critic_loss)?;
-        self.critic_sync.soft_update(p.tau)?;
-        let w = tch::no_grad(|| -> AResult<Tensor> {
-            Ok(adv.f_detach()?.f_mul_scalar(p.temperature)?.f_exp()?.f_clamp_max(p.max_weight)?)
-        })?;
-        let actor_loss = w.f_mul(&self.bc_loss(batch.obs(), batch.action())?)?.f_mean(Kind::Float)?;
-        self.actor_opt.backward_step(&actor_loss)?;
-        self.updates += 1;
-        self.sync_lr()?;
-        m.push("loss/value", &value_loss)?;
-        m.push("loss/critic", &critic_loss)?;
-        m.push("loss/actor", &actor_loss)?;
-        m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
-        m.push("train/v", &v.f_detach()?.f_mean(Kind::Float)?)?;
-        m.push("train/weight", &w.f_mean(Kind::Float)?)?;
-        Ok(m)
-    }
-
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
         let x = obs_tensor(obs, self.obs_dim, self.device)?;
         let d = self.actor.mean();
@@ -529,6 +493,45 @@ impl Agent for Iql {
         self.rng = ck.state.rng;
         self.sync_lr()?;
         Ok(())
+    }
+}
+
+impl BatchLearner for Iql {
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        batch.check_dims(self.obs_dim, self.act_dim, self.device)?;
+        let p = self.params.get().clone();
+        let mut m = UpdateMetrics::new();
+        let (next_v, q_t) = tch::no_grad(|| -> AResult<(Tensor, Tensor)> {
+            Ok((
+                self.value(batch.next_obs())?,
+                self.critic_target.forward(batch.obs(), batch.action())?.f_amin(0, false)?,
+            ))
+        })?;
+        let v = self.value(batch.obs())?;
+        let adv = q_t.f_sub(&v)?;
+        let value_loss = common::expectile_loss(&adv, p.expectile)?;
+        self.value_opt.backward_step(&value_loss)?;
+        let y = tch::no_grad(|| -> AResult<Tensor> {
+            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&next_v)?)?)
+        })?;
+        let q = self.critic.forward(batch.obs(), batch.action())?;
+        let critic_loss = common::ensemble_mse(&q, &y)?.f_div_scalar(p.n_critics as f64)?;
+        self.critic_opt.backward_step(&critic_loss)?;
+        self.critic_sync.soft_update(p.tau)?;
+        let w = tch::no_grad(|| -> AResult<Tensor> {
+            Ok(adv.f_detach()?.f_mul_scalar(p.temperature)?.f_exp()?.f_clamp_max(p.max_weight)?)
+        })?;
+        let actor_loss = w.f_mul(&self.bc_loss(batch.obs(), batch.action())?)?.f_mean(Kind::Float)?;
+        self.actor_opt.backward_step(&actor_loss)?;
+        self.updates += 1;
+        self.sync_lr()?;
+        m.push("loss/value", &value_loss)?;
+        m.push("loss/critic", &critic_loss)?;
+        m.push("loss/actor", &actor_loss)?;
+        m.push("train/q", &q.f_detach()?.f_mean(Kind::Float)?)?;
+        m.push("train/v", &v.f_detach()?.f_mean(Kind::Float)?)?;
+        m.push("train/weight", &w.f_mean(Kind::Float)?)?;
+        Ok(m)
     }
 }
 

@@ -20,7 +20,7 @@ pub mod td3bc;
 
 use ndarray::{Array2, ArrayView2};
 use rand::RngCore;
-use rl_agents::{Agent, BatchPolicy, ReplayBuffer};
+use rl_agents::{BatchLearner, BatchPolicy, ReplayBuffer};
 use rl_core::{ActMode, Metrics, Params, Space};
 use serde::{Deserialize, Serialize};
 use tch::{Device, Tensor};
@@ -35,8 +35,8 @@ pub use iql::{GaussianPolicy, Iql, IqlParams, IqlPolicy};
 pub use scas::{DynamicsParams, Scas, ScasParams, TargetAggregation};
 pub use td3bc::{Td3Bc, Td3BcParams};
 
-/// An offline algorithm: an [`Agent`] trained on batches of a fixed dataset.
-pub trait OfflineAlgorithm: Agent + Send {
+/// An offline algorithm: a [`BatchLearner`] trained on batches of a fixed dataset.
+pub trait OfflineAlgorithm: BatchLearner + Send {
     /// Work on the whole (preprocessed) dataset before the first update: SCAS trains its
     /// dynamics model here; the others do nothing. Returns what it measured.
     ///

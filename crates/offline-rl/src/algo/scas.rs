@@ -5,7 +5,7 @@ use std::path::Path;
 
 use ndarray::{Array2, ArrayView2};
 use rand::Rng;
-use rl_agents::{ActionBounds, Agent, Batch, BatchPolicy, ReplayBuffer, UpdateMetrics};
+use rl_agents::{ActionBounds, Agent, Batch, BatchLearner, BatchPolicy, ReplayBuffer, UpdateMetrics};
 use rl_core::{Metrics, Params, SeededRng, Space, Valid};
 use rl_nn::optim::Adam;
 use rl_nn::{Mlp, MlpConfig};
@@ -286,7 +286,7 @@ const FORMAT: u32 = 2;
 impl Scas {
     /// SCAS for observations of `obs_space` and actions in the bounded box `action_space`.
     /// The dynamics model starts untrained: call [`OfflineAlgorithm::prepare`] before
-    /// [`Agent::update`].
+    /// [`BatchLearner::update`].
     ///
     /// # Errors
     /// [`OfflineError::Agent`] for an unbounded or discrete action space; device errors.
@@ -458,7 +458,7 @@ impl Scas {
     }
 
     /// Freezes the dynamics model after [`Scas::pretrain_dynamics`]: no more steps, gradients
-    /// reach the action input only, and [`Agent::update`] may run.
+    /// reach the action input only, and [`BatchLearner::update`] may run.
     pub fn freeze_dynamics(&mut self) {
         self.dyn_vs.freeze();
         self.dynamics_ready = true;
@@ -508,7 +508,7 @@ impl Scas {
         p
     }
 
-    /// One update (the same as [`Agent::update`]) with the noise supplied by the caller:
+    /// One update (the same as [`BatchLearner::update`]) with the noise supplied by the caller:
     /// `eps`, the standard normal `[B, act_dim]` smoothing draw (the reference's
     /// `torch.randn_like(action)`), and `state_noise`, the standard normal `[B, obs_dim]` state
     /// perturbation before scaling by `beta` (the reference's `torch.randn(state.shape)`),
@@ -601,25 +601,6 @@ impl Agent for Scas {
         "scas"
     }
 
-    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
-        if !self.dynamics_ready {
-            // refused before any draw, so the noise stream is untouched
-            return self.update_with_noise(batch, &Tensor::new(), None);
-        }
-        let n = &self.nets;
-        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
-        let b = batch.len() as i64;
-        // the same draws in the same order as before the noise could be injected: the
-        // smoothing noise, then the state perturbation on actor steps only
-        let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
-        let state_noise = if (self.updates + 1) % self.params.policy_delay as u64 == 0 {
-            Some(rl_nn::rand::standard_normal(&[b, n.obs_dim as i64], (Kind::Float, n.device), &mut self.rng)?)
-        } else {
-            None
-        };
-        self.update_with_noise(batch, &eps, state_noise.as_ref())
-    }
-
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
         let x = obs_tensor(obs, self.nets.obs_dim, self.nets.device)?;
         let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
@@ -682,6 +663,27 @@ impl Agent for Scas {
         self.dyn_rng = ck.state.dyn_rng;
         self.sync_lr()?;
         Ok(())
+    }
+}
+
+impl BatchLearner for Scas {
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        if !self.dynamics_ready {
+            // refused before any draw, so the noise stream is untouched
+            return self.update_with_noise(batch, &Tensor::new(), None);
+        }
+        let n = &self.nets;
+        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
+        let b = batch.len() as i64;
+        // the same draws in the same order as before the noise could be injected: the
+        // smoothing noise, then the state perturbation on actor steps only
+        let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
+        let state_noise = if (self.updates + 1) % self.params.policy_delay as u64 == 0 {
+            Some(rl_nn::rand::standard_normal(&[b, n.obs_dim as i64], (Kind::Float, n.device), &mut self.rng)?)
+        } else {
+            None
+        };
+        self.update_with_noise(batch, &eps, state_noise.as_ref())
     }
 }
 

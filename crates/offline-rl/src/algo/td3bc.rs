@@ -3,7 +3,7 @@
 use std::path::Path;
 
 use ndarray::{Array2, ArrayView2};
-use rl_agents::{ActionBounds, Agent, Batch, BatchPolicy, UpdateMetrics};
+use rl_agents::{ActionBounds, Agent, Batch, BatchLearner, BatchPolicy, UpdateMetrics};
 use rl_core::{Params, SeededRng, Space, Valid};
 use rl_nn::MlpConfig;
 use serde::{Deserialize, Serialize};
@@ -229,7 +229,7 @@ impl Td3Bc {
         Ok((loss, lambda))
     }
 
-    /// One update (the same as [`Agent::update`]) with the target-smoothing draw supplied by
+    /// One update (the same as [`BatchLearner::update`]) with the target-smoothing draw supplied by
     /// the caller: `eps` is the standard normal `[B, act_dim]` tensor that `update` would draw
     /// from its own generator (the reference's `torch.randn_like(action)`), so a step can be
     /// replayed against another implementation. The internal generator is not touched.
@@ -288,17 +288,6 @@ impl Agent for Td3Bc {
         "td3bc"
     }
 
-    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
-        let n = &self.nets;
-        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
-        let eps = rl_nn::rand::standard_normal(
-            &[batch.len() as i64, n.act_dim as i64],
-            (Kind::Float, n.device),
-            &mut self.rng,
-        )?;
-        self.update_with_noise(batch, &eps)
-    }
-
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
         let x = obs_tensor(obs, self.nets.obs_dim, self.nets.device)?;
         let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
@@ -339,6 +328,19 @@ impl Agent for Td3Bc {
         self.updates = ck.state.updates;
         self.rng = ck.state.rng;
         Ok(())
+    }
+}
+
+impl BatchLearner for Td3Bc {
+    fn update(&mut self, batch: &Batch) -> AResult<UpdateMetrics> {
+        let n = &self.nets;
+        batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
+        let eps = rl_nn::rand::standard_normal(
+            &[batch.len() as i64, n.act_dim as i64],
+            (Kind::Float, n.device),
+            &mut self.rng,
+        )?;
+        self.update_with_noise(batch, &eps)
     }
 }
 
