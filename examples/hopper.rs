@@ -19,7 +19,7 @@ use std::path::PathBuf;
 use anyhow::Result;
 use clap::Parser;
 use rl_agents::{
-    load_run, train, Agent, Evaluator, OffPolicy, OffPolicyParams, OnlineAgent, OnlineTrainer, Sac, SacParams, Td3,
+    load_run, train, Agent, BatchLearner, Evaluator, OffPolicy, OffPolicyParams, OnlineTrainer, Sac, SacParams, Td3,
     Td3Params, TrainParams,
 };
 use rl_core::Params;
