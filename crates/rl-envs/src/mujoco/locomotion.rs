@@ -9,10 +9,10 @@ use rand::RngCore;
 use rl_core::{Env, Info, Params, RlCoreError, Space, Step, Valid};
 use serde::{Deserialize, Serialize};
 
-use crate::common::{check_box_action, non_negative, positive, EpisodeClock};
+use super::sim::{check_physics, edit_model, physics, set_physics, Sim};
+use crate::common::{non_negative, positive, EpisodeClock};
 use crate::error::{EnvError, Result};
 use crate::numpy_sum::{sum_of_squares_f32, sum_of_squares_f64};
-use crate::rng::{standard_normal, uniform};
 use crate::traits::{check_task, Snapshot, TaskParam, TaskParams};
 
 /// `f64` that serialises infinities as the strings `"inf"` / `"-inf"` (JSON has no infinity).
@@ -607,39 +607,15 @@ pub struct LocomotionState {
 /// uses the raw action, as in gymnasium; NaN actions and wrong lengths are errors. A simulation
 /// that turns unstable (non-finite state, or MuJoCo's bad-acceleration reset) is an error and
 /// ends the episode.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Locomotion {
     task: LocomotionTask,
-    data: MjData<Box<MjModel>>,
+    sim: Sim,
     base: BaseModel,
     scales: [f64; 3],
-    init_qpos: Vec<f64>,
-    init_qvel: Vec<f64>,
-    dt: f64,
     torso: usize,
     torso_xy: [f64; 2],
     obs_space: Space,
-    act_space: Space,
-    clock: EpisodeClock,
-}
-
-impl Clone for Locomotion {
-    fn clone(&self) -> Self {
-        Self {
-            task: self.task.clone(),
-            data: self.data.clone(),
-            base: self.base.clone(),
-            scales: self.scales,
-            init_qpos: self.init_qpos.clone(),
-            init_qvel: self.init_qvel.clone(),
-            dt: self.dt,
-            torso: self.torso,
-            torso_xy: self.torso_xy,
-            obs_space: self.obs_space.clone(),
-            act_space: self.act_space.clone(),
-            clock: self.clock,
-        }
-    }
 }
 
 impl Locomotion {
@@ -764,7 +740,6 @@ impl Locomotion {
             friction: m.geom_friction().to_vec(),
             damping: m.dof_damping().to_vec(),
         };
-        let dt = m.opt().timestep * task.frame_skip() as f64;
         let torso = match &task {
             LocomotionTask::AntV5(p) => {
                 let found = match &p.main_body {
@@ -777,26 +752,17 @@ impl Locomotion {
             }
             _ => m.name_to_id(MjtObjBase::mjOBJ_BODY, "torso").unwrap_or(1),
         };
-        let ranges = m.actuator_ctrlrange();
-        let low: Vec<f32> = ranges.iter().map(|r| r[0] as f32).collect();
-        let high: Vec<f32> = ranges.iter().map(|r| r[1] as f32).collect();
-        let init_qpos = data.qpos().to_vec();
-        let init_qvel = data.qvel().to_vec();
+        let mut sim = Sim::from_data(data, task.frame_skip())?;
+        sim.post_constraint = task.needs_contact_forces();
         let mut env = Self {
-            act_space: Space::boxed(low.into(), high.into())?,
             obs_space: Space::symmetric(1, f32::INFINITY)?,
             task,
-            data,
+            sim,
             base,
             scales: [1.0; 3],
-            init_qpos,
-            init_qvel,
-            dt,
             torso,
             torso_xy: [0.0; 2],
-            clock: EpisodeClock::default(),
         };
-        env.data.forward();
         let dim = env.observe().len();
         env.obs_space = Space::symmetric(dim, f32::INFINITY)?;
         Ok(env)
@@ -809,17 +775,17 @@ impl Locomotion {
 
     /// Generalised positions.
     pub fn qpos(&self) -> &[f64] {
-        self.data.qpos()
+        self.sim.data.qpos()
     }
 
     /// Generalised velocities.
     pub fn qvel(&self) -> &[f64] {
-        self.data.qvel()
+        self.sim.data.qvel()
     }
 
     /// Seconds per environment step (`timestep · frame_skip`).
     pub fn dt(&self) -> f64 {
-        self.dt
+        self.sim.dt
     }
 
     /// Starts an episode from `qpos`, `qvel` (gymnasium's `mj_resetData` + `set_state`), e.g.
@@ -828,34 +794,26 @@ impl Locomotion {
     /// # Errors
     /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
     pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
-        crate::error::check_len("qpos", self.init_qpos.len(), qpos.len())?;
-        crate::error::check_len("qvel", self.init_qvel.len(), qvel.len())?;
-        crate::error::check_finite_f64("qpos", qpos)?;
-        crate::error::check_finite_f64("qvel", qvel)?;
-        self.data.reset();
-        self.data.qpos_mut().copy_from_slice(qpos);
-        self.data.qvel_mut().copy_from_slice(qvel);
-        self.data.forward();
+        self.sim.set_state(qpos, qvel)?;
         self.torso_xy = self.torso_position();
-        self.clock.start();
         Ok(self.observe())
     }
 
     fn torso_position(&self) -> [f64; 2] {
-        let x = self.data.xpos()[self.torso];
+        let x = self.sim.data.xpos()[self.torso];
         [x[0], x[1]]
     }
 
     fn contact_forces(&self, range: [f64; 2]) -> impl Iterator<Item = f64> + '_ {
-        self.data.cfrc_ext().iter().flat_map(move |f| f.iter().map(move |v| v.clamp(range[0], range[1])))
+        self.sim.data.cfrc_ext().iter().flat_map(move |f| f.iter().map(move |v| v.clamp(range[0], range[1])))
     }
 
     /// The observation in float64, as gymnasium returns it (the [`Env`] observation is its
     /// float32 rounding).
     pub fn observation_f64(&self) -> Vec<f64> {
         let skip = self.task.excluded_positions();
-        let qpos = &self.data.qpos()[skip..];
-        let qvel = self.data.qvel();
+        let qpos = &self.sim.data.qpos()[skip..];
+        let qvel = self.sim.data.qvel();
         let clip_vel = self.task.clips_velocity();
         let mut o: Vec<f64> = qpos.to_vec();
         o.extend(qvel.iter().map(|&v| if clip_vel { v.clamp(-10.0, 10.0) } else { v }));
@@ -879,12 +837,12 @@ impl Locomotion {
     /// `x_position`; Ant-v5 and Swimmer-v5 `x_position`, `y_position`, `distance_from_origin`
     /// (from `qpos`); empty for the v4 tasks, as in gymnasium.
     pub fn reset_info(&self) -> Info {
-        let q = self.data.qpos();
+        let q = self.sim.data.qpos();
         let mut info = Info::with_capacity(3);
         match &self.task {
             LocomotionTask::HopperV5(_) | LocomotionTask::Walker2dV5(_) => {
                 info.insert("x_position", q[0]);
-                info.insert("z_distance_from_origin", q[1] - self.init_qpos[1]);
+                info.insert("z_distance_from_origin", q[1] - self.sim.init_qpos[1]);
             }
             LocomotionTask::HalfCheetahV5(_) => info.insert("x_position", q[0]),
             LocomotionTask::AntV5(_) | LocomotionTask::SwimmerV5(_) => {
@@ -912,34 +870,22 @@ impl Locomotion {
         weight * sum_of_squares_f64(self.contact_forces(range))
     }
 
-    fn unstable(&self) -> bool {
-        let w = self.data.warning();
-        let bad = [MjtWarning::mjWARN_BADQACC, MjtWarning::mjWARN_BADQPOS, MjtWarning::mjWARN_BADQVEL];
-        bad.iter().any(|k| w[*k as usize].number > 0)
-            || !self.data.qpos().iter().chain(self.data.qvel()).all(|v| v.is_finite())
-    }
-
     fn apply_scales(&mut self, scales: [f64; 3]) -> Result<()> {
-        let state = self.data.state(MjtState::mjSTATE_INTEGRATION as u32);
-        let mut model: MjModel = self.data.model().clone();
-        for (m, b) in model.body_mass_mut().iter_mut().zip(&self.base.mass) {
-            *m = b * scales[0];
-        }
-        for (m, b) in model.body_inertia_mut().iter_mut().zip(&self.base.inertia) {
-            *m = [b[0] * scales[0], b[1] * scales[0], b[2] * scales[0]];
-        }
-        for (f, b) in model.geom_friction_mut().iter_mut().zip(&self.base.friction) {
-            *f = [b[0] * scales[1], b[1] * scales[1], b[2] * scales[1]];
-        }
-        for (d, b) in model.dof_damping_mut().iter_mut().zip(&self.base.damping) {
-            *d = b * scales[2];
-        }
-        self.data.try_swap_model(Box::new(model)).map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
-        self.data.set_const();
-        self.data
-            .set_state(&state, MjtState::mjSTATE_INTEGRATION as u32)
-            .map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
-        self.data.forward();
+        let base = &self.base;
+        edit_model(&mut self.sim.data, |model| {
+            for (m, b) in model.body_mass_mut().iter_mut().zip(&base.mass) {
+                *m = b * scales[0];
+            }
+            for (m, b) in model.body_inertia_mut().iter_mut().zip(&base.inertia) {
+                *m = [b[0] * scales[0], b[1] * scales[0], b[2] * scales[0]];
+            }
+            for (f, b) in model.geom_friction_mut().iter_mut().zip(&base.friction) {
+                *f = [b[0] * scales[1], b[1] * scales[1], b[2] * scales[1]];
+            }
+            for (d, b) in model.dof_damping_mut().iter_mut().zip(&base.damping) {
+                *d = b * scales[2];
+            }
+        })?;
         self.scales = scales;
         Ok(())
     }
@@ -951,53 +897,30 @@ impl Env for Locomotion {
     }
 
     fn action_space(&self) -> &Space {
-        &self.act_space
+        &self.sim.act_space
     }
 
     fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
         let (scale, normal_vel) = self.task.reset_noise();
-        let qpos: Vec<f64> = self.init_qpos.iter().map(|q| q + uniform(rng, -scale, scale)).collect();
-        let qvel: Vec<f64> = if normal_vel {
-            self.init_qvel.iter().map(|v| v + scale * standard_normal(rng)).collect()
-        } else {
-            self.init_qvel.iter().map(|v| v + uniform(rng, -scale, scale)).collect()
-        };
+        let (qpos, qvel) = self.sim.noisy_state(rng, scale, normal_vel);
         self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
     }
 
     fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
-        self.clock.guard()?;
-        check_box_action(&self.act_space, action)?;
         let x_before = match self.task {
             LocomotionTask::Ant(_) | LocomotionTask::AntV5(_) => self.torso_xy[0],
-            _ => self.data.qpos()[0],
+            _ => self.sim.data.qpos()[0],
         };
-        let y_before = self.data.qpos()[1];
-        for (c, a) in self.data.ctrl_mut().iter_mut().zip(action.iter()) {
-            *c = f64::from(*a);
-        }
-        for _ in 0..self.task.frame_skip() {
-            self.data.step();
-        }
-        if self.task.needs_contact_forces() {
-            self.data.rne_post_constraint();
-        }
-        if self.unstable() {
-            self.clock.needs_reset = true;
-            return Err(RlCoreError::NonFinite {
-                what: "MuJoCo simulation state (the simulation diverged)".into(),
-                index: 0,
-                value: f64::NAN,
-            });
-        }
-        let qpos = self.data.qpos();
+        let y_before = self.sim.data.qpos()[1];
+        self.sim.simulate(action)?;
+        let qpos = self.sim.data.qpos();
         let mut info = Info::with_capacity(9);
         let (reward, terminated) = match &self.task {
             LocomotionTask::Hopper(p) => {
-                let x_vel = (qpos[0] - x_before) / self.dt;
+                let x_vel = (qpos[0] - x_before) / self.sim.dt;
                 let (z, angle) = (qpos[1], qpos[2]);
                 let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
-                let state_ok = qpos[2..].iter().chain(self.data.qvel()).all(|&v| inside(p.healthy_state_range, v));
+                let state_ok = qpos[2..].iter().chain(self.sim.data.qvel()).all(|&v| inside(p.healthy_state_range, v));
                 let healthy = state_ok && inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
                 let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
                 let r = p.forward_reward_weight * x_vel + healthy_reward - Self::ctrl_cost(p.ctrl_cost_weight, action);
@@ -1006,7 +929,7 @@ impl Env for Locomotion {
                 (r, p.terminate_when_unhealthy && !healthy)
             }
             LocomotionTask::Walker2d(p) => {
-                let x_vel = (qpos[0] - x_before) / self.dt;
+                let x_vel = (qpos[0] - x_before) / self.sim.dt;
                 let (z, angle) = (qpos[1], qpos[2]);
                 let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
                 let healthy = inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
@@ -1017,7 +940,7 @@ impl Env for Locomotion {
                 (r, p.terminate_when_unhealthy && !healthy)
             }
             LocomotionTask::HalfCheetah(p) => {
-                let x_vel = (qpos[0] - x_before) / self.dt;
+                let x_vel = (qpos[0] - x_before) / self.sim.dt;
                 let forward = p.forward_reward_weight * x_vel;
                 let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
                 info.insert("x_position", qpos[0]);
@@ -1028,8 +951,8 @@ impl Env for Locomotion {
             }
             LocomotionTask::Ant(p) => {
                 let after = self.torso_position();
-                let x_vel = (after[0] - x_before) / self.dt;
-                let y_vel = (after[1] - self.torso_xy[1]) / self.dt;
+                let x_vel = (after[0] - x_before) / self.sim.dt;
+                let y_vel = (after[1] - self.torso_xy[1]) / self.sim.dt;
                 let z = qpos[2];
                 let healthy = p.healthy_z_range[0] <= z && z <= p.healthy_z_range[1];
                 let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
@@ -1055,7 +978,7 @@ impl Env for Locomotion {
             }
             LocomotionTask::Swimmer(p) => {
                 let (x, y) = (qpos[0], qpos[1]);
-                let (x_vel, y_vel) = ((x - x_before) / self.dt, (y - y_before) / self.dt);
+                let (x_vel, y_vel) = ((x - x_before) / self.sim.dt, (y - y_before) / self.sim.dt);
                 let forward = p.forward_reward_weight * x_vel;
                 let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
                 info.insert("reward_fwd", forward);
@@ -1069,16 +992,16 @@ impl Env for Locomotion {
                 (forward - ctrl, false)
             }
             LocomotionTask::HopperV5(p) => {
-                let x_vel = (qpos[0] - x_before) / self.dt;
+                let x_vel = (qpos[0] - x_before) / self.sim.dt;
                 let (z, angle) = (qpos[1], qpos[2]);
                 let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
-                let state_ok = qpos[2..].iter().chain(self.data.qvel()).all(|&v| inside(p.healthy_state_range, v));
+                let state_ok = qpos[2..].iter().chain(self.sim.data.qvel()).all(|&v| inside(p.healthy_state_range, v));
                 let healthy = state_ok && inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
                 let forward = p.forward_reward_weight * x_vel;
                 let survive = f64::from(u8::from(healthy)) * p.healthy_reward;
                 let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
                 info.insert("x_position", qpos[0]);
-                info.insert("z_distance_from_origin", z - self.init_qpos[1]);
+                info.insert("z_distance_from_origin", z - self.sim.init_qpos[1]);
                 info.insert("x_velocity", x_vel);
                 info.insert("reward_forward", forward);
                 info.insert("reward_ctrl", -ctrl);
@@ -1086,7 +1009,7 @@ impl Env for Locomotion {
                 (forward + survive - ctrl, p.terminate_when_unhealthy && !healthy)
             }
             LocomotionTask::Walker2dV5(p) => {
-                let x_vel = (qpos[0] - x_before) / self.dt;
+                let x_vel = (qpos[0] - x_before) / self.sim.dt;
                 let (z, angle) = (qpos[1], qpos[2]);
                 let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
                 let healthy = inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
@@ -1094,7 +1017,7 @@ impl Env for Locomotion {
                 let survive = f64::from(u8::from(healthy)) * p.healthy_reward;
                 let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
                 info.insert("x_position", qpos[0]);
-                info.insert("z_distance_from_origin", z - self.init_qpos[1]);
+                info.insert("z_distance_from_origin", z - self.sim.init_qpos[1]);
                 info.insert("x_velocity", x_vel);
                 info.insert("reward_forward", forward);
                 info.insert("reward_ctrl", -ctrl);
@@ -1102,7 +1025,7 @@ impl Env for Locomotion {
                 (forward + survive - ctrl, p.terminate_when_unhealthy && !healthy)
             }
             LocomotionTask::HalfCheetahV5(p) => {
-                let x_vel = (qpos[0] - x_before) / self.dt;
+                let x_vel = (qpos[0] - x_before) / self.sim.dt;
                 let forward = p.forward_reward_weight * x_vel;
                 let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
                 info.insert("x_position", qpos[0]);
@@ -1113,8 +1036,8 @@ impl Env for Locomotion {
             }
             LocomotionTask::AntV5(p) => {
                 let after = self.torso_position();
-                let x_vel = (after[0] - x_before) / self.dt;
-                let y_vel = (after[1] - self.torso_xy[1]) / self.dt;
+                let x_vel = (after[0] - x_before) / self.sim.dt;
+                let y_vel = (after[1] - self.torso_xy[1]) / self.sim.dt;
                 let z = qpos[2];
                 let healthy = p.healthy_z_range[0] <= z && z <= p.healthy_z_range[1];
                 let forward = x_vel * p.forward_reward_weight;
@@ -1135,7 +1058,7 @@ impl Env for Locomotion {
             }
             LocomotionTask::SwimmerV5(p) => {
                 let (x, y) = (qpos[0], qpos[1]);
-                let (x_vel, y_vel) = ((x - x_before) / self.dt, (y - y_before) / self.dt);
+                let (x_vel, y_vel) = ((x - x_before) / self.sim.dt, (y - y_before) / self.sim.dt);
                 let forward = p.forward_reward_weight * x_vel;
                 let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
                 info.insert("x_position", x);
@@ -1148,7 +1071,7 @@ impl Env for Locomotion {
                 (forward - ctrl, false)
             }
         };
-        let truncated = self.clock.tick(terminated, self.task.max_steps());
+        let truncated = self.sim.clock.tick(terminated, self.task.max_steps());
         Ok(Step::new(self.observe(), reward as f32, terminated, truncated).with_info(info))
     }
 }
@@ -1157,28 +1080,15 @@ impl Snapshot for Locomotion {
     type State = LocomotionState;
 
     fn snapshot(&self) -> LocomotionState {
-        LocomotionState {
-            physics: self.data.state(MjtState::mjSTATE_INTEGRATION as u32).to_vec(),
-            torso_xy: self.torso_xy,
-            clock: self.clock,
-        }
+        LocomotionState { physics: physics(&self.sim.data), torso_xy: self.torso_xy, clock: self.sim.clock }
     }
 
     fn restore(&mut self, state: &LocomotionState) -> Result<()> {
-        let spec = MjtState::mjSTATE_INTEGRATION as u32;
-        let expected = self.data.model().state_size(spec);
-        if state.physics.len() != expected {
-            return Err(EnvError::snapshot(format!(
-                "MuJoCo state of length {}, this model's is {expected}",
-                state.physics.len()
-            )));
-        }
-        crate::common::snapshot_finite("MuJoCo state", &state.physics)?;
+        check_physics(&self.sim.data, &state.physics)?;
         crate::common::snapshot_finite("torso position", &state.torso_xy)?;
-        self.data.set_state(&state.physics, spec).map_err(|e| EnvError::snapshot(format!("{e:?}")))?;
-        self.data.forward();
+        set_physics(&mut self.sim.data, &state.physics)?;
         self.torso_xy = state.torso_xy;
-        self.clock = state.clock;
+        self.sim.clock = state.clock;
         Ok(())
     }
 }

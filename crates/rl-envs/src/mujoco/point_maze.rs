@@ -6,6 +6,7 @@ use mujoco_rs::prelude::*;
 use rl_core::Valid;
 use serde::{Deserialize, Serialize};
 
+use super::sim::{check_physics, edit_model, physics, set_physics, Data};
 use crate::error::{EnvError, Result};
 use crate::maze::{Maze, PointMassParams, PointMazeEnv, PointMazeParams, PointPhysics};
 
@@ -13,16 +14,10 @@ use crate::maze::{Maze, PointMassParams, PointMazeEnv, PointMazeParams, PointPhy
 /// gymnasium-robotics' `point.xml` with the maze's wall blocks added as it does
 /// (`Maze.make_maze`), written out by this crate (maze height 0.4, the blocks' margins and
 /// contact flags, the target site); visual-only elements are left out.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct MujocoPointMass {
-    data: MjData<Box<MjModel>>,
+    data: Data,
     particle: usize,
-}
-
-impl Clone for MujocoPointMass {
-    fn clone(&self) -> Self {
-        Self { data: self.data.clone(), particle: self.particle }
-    }
 }
 
 /// The state of a [`MujocoPointMass`]: MuJoCo's integration state.
@@ -143,43 +138,27 @@ impl PointPhysics for MujocoPointMass {
     }
 
     fn save(&self) -> MujocoPointState {
-        MujocoPointState { physics: self.data.state(MjtState::mjSTATE_INTEGRATION as u32).to_vec() }
+        MujocoPointState { physics: physics(&self.data) }
     }
 
     fn load(&mut self, state: &MujocoPointState) -> Result<()> {
-        let spec = MjtState::mjSTATE_INTEGRATION as u32;
-        let expected = self.data.model().state_size(spec);
-        if state.physics.len() != expected {
-            return Err(EnvError::snapshot(format!(
-                "MuJoCo state of length {}, this model's is {expected}",
-                state.physics.len()
-            )));
-        }
-        crate::common::snapshot_finite("MuJoCo state", &state.physics)?;
-        self.data.set_state(&state.physics, spec).map_err(|e| EnvError::snapshot(format!("{e:?}")))?;
-        self.data.forward();
-        Ok(())
+        check_physics(&self.data, &state.physics)?;
+        set_physics(&mut self.data, &state.physics)
     }
 
     fn set_physical(&mut self, mass: f64, damping: f64, gear: f64) -> Result<()> {
-        let state = self.data.state(MjtState::mjSTATE_INTEGRATION as u32);
-        let mut model: MjModel = self.data.model().clone();
-        if let Some(m) = model.body_mass_mut().get_mut(self.particle) {
-            *m = mass;
-        }
-        for d in model.dof_damping_mut() {
-            *d = damping;
-        }
-        for g in model.actuator_gear_mut() {
-            g[0] = gear;
-        }
-        self.data.try_swap_model(Box::new(model)).map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
-        self.data.set_const();
-        self.data
-            .set_state(&state, MjtState::mjSTATE_INTEGRATION as u32)
-            .map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
-        self.data.forward();
-        Ok(())
+        let particle = self.particle;
+        edit_model(&mut self.data, |model| {
+            if let Some(m) = model.body_mass_mut().get_mut(particle) {
+                *m = mass;
+            }
+            for d in model.dof_damping_mut() {
+                *d = damping;
+            }
+            for g in model.actuator_gear_mut() {
+                g[0] = gear;
+            }
+        })
     }
 }
 

@@ -47,30 +47,71 @@ pub(crate) fn numpy_norm(v: &[f64]) -> f64 {
     it.fold(first * first, |acc, x| x.mul_add(*x, acc)).sqrt()
 }
 
+/// MuJoCo's model and data, as this module holds them.
+pub(crate) type Data = MjData<Box<MjModel>>;
+
+const INTEGRATION: u32 = MjtState::mjSTATE_INTEGRATION as u32;
+
+/// MuJoCo's integration state (`mj_getState` with `mjSTATE_INTEGRATION`: time, `qpos`, `qvel`,
+/// actuator state, warm start, controls, applied forces, ...).
+pub(crate) fn physics(data: &Data) -> Vec<f64> {
+    data.state(INTEGRATION).to_vec()
+}
+
+/// Checks a saved integration state against `data`'s model: its length, finite values.
+///
+/// # Errors
+/// [`EnvError::BadSnapshot`] naming what is wrong.
+pub(crate) fn check_physics(data: &Data, physics: &[f64]) -> Result<()> {
+    let expected = data.model().state_size(INTEGRATION);
+    if physics.len() != expected {
+        return Err(EnvError::snapshot(format!(
+            "MuJoCo state of length {}, this model's is {expected}",
+            physics.len()
+        )));
+    }
+    crate::common::snapshot_finite("MuJoCo state", physics)
+}
+
+/// Sets an integration state checked by [`check_physics`] (`mj_setState`), then `mj_forward`.
+///
+/// # Errors
+/// [`EnvError::BadSnapshot`] when MuJoCo refuses it.
+pub(crate) fn set_physics(data: &mut Data, physics: &[f64]) -> Result<()> {
+    data.set_state(physics, INTEGRATION).map_err(|e| EnvError::snapshot(format!("{e:?}")))?;
+    data.forward();
+    Ok(())
+}
+
+/// Replaces the model by a copy changed by `edit`, keeping the integration state: the new
+/// model's constants are recomputed (`mj_setConst`), the state set again, then `mj_forward`.
+///
+/// # Errors
+/// [`EnvError::Mujoco`] when MuJoCo refuses the model or the state.
+pub(crate) fn edit_model(data: &mut Data, edit: impl FnOnce(&mut MjModel)) -> Result<()> {
+    let state = data.state(INTEGRATION);
+    let mut model: MjModel = data.model().clone();
+    edit(&mut model);
+    data.try_swap_model(Box::new(model)).map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
+    data.set_const();
+    data.set_state(&state, INTEGRATION).map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
+    data.forward();
+    Ok(())
+}
+
 /// gymnasium's `MujocoEnv` core: the model and data, the initial state, the episode clock.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct Sim {
-    pub data: MjData<Box<MjModel>>,
+    pub data: Data,
     pub init_qpos: Vec<f64>,
     pub init_qvel: Vec<f64>,
     pub frame_skip: usize,
     pub dt: f64,
     pub act_space: Space,
     pub clock: EpisodeClock,
-}
-
-impl Clone for Sim {
-    fn clone(&self) -> Self {
-        Self {
-            data: self.data.clone(),
-            init_qpos: self.init_qpos.clone(),
-            init_qvel: self.init_qvel.clone(),
-            frame_skip: self.frame_skip,
-            dt: self.dt,
-            act_space: self.act_space.clone(),
-            clock: self.clock,
-        }
-    }
+    /// Whether a step ends with `mj_rnePostConstraint` (gymnasium 1.4 calls it on every step;
+    /// the v4 locomotion tasks only when they read `cfrc_ext`, which nothing else reads).
+    pub post_constraint: bool,
 }
 
 impl Sim {
@@ -99,6 +140,15 @@ impl Sim {
         let model =
             MjModel::from_xml(&path).map_err(|e| EnvError::Mujoco(format!("cannot load {}: {e:?}", path.display())))?;
         let data = MjData::try_new(Box::new(model)).map_err(|e| EnvError::Mujoco(format!("{e:?}")))?;
+        Self::from_data(data, frame_skip)
+    }
+
+    /// The core around a compiled model: `dt = timestep · frame_skip`, the actuators' control
+    /// ranges as the action space, the initial `qpos`/`qvel` (the model's), then `mj_forward`.
+    ///
+    /// # Errors
+    /// [`EnvError::Core`] for a control range that is not a box.
+    pub fn from_data(data: Data, frame_skip: usize) -> Result<Self> {
         let m = data.model();
         let dt = m.opt().timestep * frame_skip as f64;
         let ranges = m.actuator_ctrlrange();
@@ -114,6 +164,7 @@ impl Sim {
             frame_skip,
             dt,
             clock: EpisodeClock::default(),
+            post_constraint: true,
         };
         sim.data.forward();
         Ok(sim)
@@ -165,7 +216,8 @@ impl Sim {
     }
 
     /// gymnasium's `do_simulation`: `ctrl = action` (MuJoCo clamps it to the control range),
-    /// `frame_skip` × `mj_step`, then `mj_rnePostConstraint` (for `cfrc_ext`).
+    /// `frame_skip` × `mj_step`, then `mj_rnePostConstraint` (for `cfrc_ext`; see
+    /// [`Sim::post_constraint`]).
     ///
     /// # Errors
     /// Outside an episode, for a wrong length or NaN, and when the simulation turns unstable
@@ -179,7 +231,9 @@ impl Sim {
         for _ in 0..self.frame_skip {
             self.data.step();
         }
-        self.data.rne_post_constraint();
+        if self.post_constraint {
+            self.data.rne_post_constraint();
+        }
         let w = self.data.warning();
         let bad = [MjtWarning::mjWARN_BADQACC, MjtWarning::mjWARN_BADQPOS, MjtWarning::mjWARN_BADQVEL];
         if bad.iter().any(|k| w[*k as usize].number > 0)
@@ -196,11 +250,7 @@ impl Sim {
     }
 
     pub fn snapshot(&self, carry: Vec<f64>) -> MujocoState {
-        MujocoState {
-            physics: self.data.state(MjtState::mjSTATE_INTEGRATION as u32).to_vec(),
-            carry,
-            clock: self.clock,
-        }
+        MujocoState { physics: physics(&self.data), carry, clock: self.clock }
     }
 
     /// Restores `state`, whose `carry` must have `carry_len` values (the caller applies them).
@@ -215,19 +265,23 @@ impl Sim {
             )));
         }
         crate::common::snapshot_finite("carried values", &state.carry)?;
-        let spec = MjtState::mjSTATE_INTEGRATION as u32;
-        let expected = self.data.model().state_size(spec);
-        if state.physics.len() != expected {
-            return Err(EnvError::snapshot(format!(
-                "MuJoCo state of length {}, this model's is {expected}",
-                state.physics.len()
-            )));
-        }
-        crate::common::snapshot_finite("MuJoCo state", &state.physics)?;
-        self.data.set_state(&state.physics, spec).map_err(|e| EnvError::snapshot(format!("{e:?}")))?;
-        self.data.forward();
+        check_physics(&self.data, &state.physics)?;
+        set_physics(&mut self.data, &state.physics)?;
         self.clock = state.clock;
         Ok(())
+    }
+
+    /// gymnasium's usual reset noise, drawn in this order: `qpos + U(±scale)` with NumPy's
+    /// uniform, then `qvel + U(±scale)`, or `qvel + scale·N(0, 1)` with this crate's normal
+    /// sampler when `normal_vel` (not NumPy's: equal in distribution only).
+    pub fn noisy_state(&self, rng: &mut dyn rand::RngCore, scale: f64, normal_vel: bool) -> (Vec<f64>, Vec<f64>) {
+        let qpos = add_uniform(rng, &self.init_qpos, -scale, scale);
+        let qvel = if normal_vel {
+            self.init_qvel.iter().map(|v| v + scale * crate::rng::standard_normal(rng)).collect()
+        } else {
+            add_uniform(rng, &self.init_qvel, -scale, scale)
+        };
+        (qpos, qvel)
     }
 }
 
