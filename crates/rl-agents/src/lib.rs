@@ -57,6 +57,7 @@ pub mod off_policy;
 pub mod ppo;
 pub mod sac;
 pub mod td3;
+pub mod td3_core;
 pub mod train;
 
 pub use actor_critic::{ensemble_mse, ActorCritic, ActorCriticSpec};
@@ -71,7 +72,15 @@ pub use off_policy::{OffPolicy, OffPolicyParams};
 pub use ppo::{LrSchedule, Ppo, PpoParams};
 pub use sac::{Sac, SacParams};
 pub use td3::{ActorObjective, Td3, Td3Params};
+pub use td3_core::Td3Core;
 pub use train::{evaluate, load_run, read_jsonl, save_run, train, Evaluator, OnlineTrainer, TrainParams, TrainSummary};
+
+/// What [`td3_family_params!`] expands to needs from this crate's dependencies.
+#[doc(hidden)]
+pub mod __private {
+    pub use rl_nn::MlpConfig;
+    pub use serde;
+}
 
 #[cfg(test)]
 mod autotraits {

@@ -4,18 +4,18 @@ use std::path::Path;
 
 use ndarray::{Array2, ArrayView2};
 use rl_core::{ActMode, Params, SeededRng, Space, Valid};
-use rl_nn::MlpConfig;
 use serde::{Deserialize, Serialize};
 use tch::nn::VarStore;
 use tch::{Device, Kind, Tensor};
 
-use crate::actor_critic::{ensemble_mse, ActorCritic, ActorCriticSpec};
+use crate::actor_critic::{ensemble_mse, ActorCritic};
 use crate::agent::{obs_tensor, to_array2, Agent, BatchLearner, BatchPolicy, UpdateMetrics};
 use crate::batch::Batch;
 use crate::ckpt::Parts;
-use crate::error::{check, AgentError, Result};
+use crate::error::{AgentError, Result};
 use crate::nets::{ActionBounds, DeterministicActor, EnsembleCritic};
-use crate::sac::{check_mlp, setters};
+use crate::sac::setters;
+use crate::td3_core::Td3Core;
 
 /// Which critic value the actor maximises.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -30,13 +30,14 @@ pub enum ActorObjective {
     Min,
 }
 
-/// Parameters of [`Td3`]. Defaults: the authors' code (`sfujimoto/TD3`, `TD3.py`/`main.py`),
-/// which CORL and CleanRL follow; where the paper (Fujimoto et al. 2018, arXiv 1802.09477)
-/// differs, it says so.
+/// Parameters of [`Td3`]: the shared TD3 hyper-parameters [`Td3Core`] (field `td3`, its keys
+/// at the top level of a configuration; defaults: the authors' code `sfujimoto/TD3`,
+/// `TD3.py`/`main.py`, which CORL and CleanRL follow) and which critic value the actor
+/// maximises.
 ///
 /// | name | default | purpose | range | source |
 /// |---|---|---|---|---|
-/// | `actor`, `critic` | `[256, 256]` ReLU | networks | [`MlpConfig`], identity output | code (paper: 400-300) |
+/// | `actor`, `critic` | `[256, 256]` ReLU | networks | [`MlpConfig`](rl_nn::MlpConfig), identity output | code (paper: 400-300) |
 /// | `n_critics` | 2 | critics in the fused ensemble; targets use their minimum | `>= 1` | paper (clipped double Q) |
 /// | `gamma` | 0.99 | discount | `[0, 1]` | paper |
 /// | `tau` | 0.005 | target smoothing | `[0, 1]` | paper |
@@ -46,75 +47,26 @@ pub enum ActorObjective {
 /// | `policy_delay` | 2 | critic updates per actor and target update | `>= 1` | paper |
 /// | `exploration_noise` | 0.1 | Gaussian exploration std, × action scale | `>= 0` | paper |
 /// | `actor_objective` | `first` | critic value the actor maximises | | paper |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+///
+/// Every row but the last is a field of [`Td3Core`] (`params.td3.gamma`; the setter
+/// `.gamma(0.9)` works on `Td3Params` too).
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Td3Params {
-    /// Policy network.
-    pub actor: MlpConfig,
-    /// Each critic's network.
-    pub critic: MlpConfig,
-    /// Number of critics.
-    pub n_critics: usize,
-    /// Discount.
-    pub gamma: f64,
-    /// Polyak coefficient.
-    pub tau: f64,
-    /// Policy learning rate.
-    pub actor_lr: f64,
-    /// Critic learning rate.
-    pub critic_lr: f64,
-    /// Target smoothing noise.
-    pub policy_noise: f64,
-    /// Clip of the smoothing noise.
-    pub noise_clip: f64,
-    /// Critic updates per actor update.
-    pub policy_delay: usize,
-    /// Exploration noise.
-    pub exploration_noise: f64,
+    /// The shared TD3 hyper-parameters.
+    pub td3: Td3Core,
     /// What the actor maximises.
     pub actor_objective: ActorObjective,
 }
 
-impl Default for Td3Params {
-    fn default() -> Self {
-        Self {
-            actor: MlpConfig::new([256, 256]),
-            critic: MlpConfig::new([256, 256]),
-            n_critics: 2,
-            gamma: 0.99,
-            tau: 0.005,
-            actor_lr: 3e-4,
-            critic_lr: 3e-4,
-            policy_noise: 0.2,
-            noise_clip: 0.5,
-            policy_delay: 2,
-            exploration_noise: 0.1,
-            actor_objective: ActorObjective::First,
-        }
-    }
-}
+crate::td3_family_params!(Td3Params { actor_objective });
 
-setters!(Td3Params {
-    actor: MlpConfig,
-    critic: MlpConfig,
-    n_critics: usize,
-    gamma: f64,
-    tau: f64,
-    actor_lr: f64,
-    critic_lr: f64,
-    policy_noise: f64,
-    noise_clip: f64,
-    policy_delay: usize,
-    exploration_noise: f64,
-    actor_objective: ActorObjective,
-});
+setters!(Td3Params { td3: Td3Core, actor_objective: ActorObjective });
 
 impl Td3Params {
     /// Sets the hidden widths of both actor and critic.
     #[must_use]
     pub fn hidden(mut self, hidden: impl Into<Vec<i64>> + Clone) -> Self {
-        self.actor.hidden = hidden.clone().into();
-        self.critic.hidden = hidden.into();
+        self.td3 = self.td3.hidden(hidden);
         self
     }
 }
@@ -122,17 +74,7 @@ impl Td3Params {
 impl Params for Td3Params {
     type Error = AgentError;
     fn validate(&self) -> Result<()> {
-        check_mlp("actor", &self.actor)?;
-        check_mlp("critic", &self.critic)?;
-        check::at_least("n_critics", self.n_critics, 1)?;
-        check::unit_closed("gamma", self.gamma)?;
-        check::unit_closed("tau", self.tau)?;
-        check::positive("actor_lr", self.actor_lr)?;
-        check::positive("critic_lr", self.critic_lr)?;
-        check::non_negative("policy_noise", self.policy_noise)?;
-        check::non_negative("noise_clip", self.noise_clip)?;
-        check::at_least("policy_delay", self.policy_delay, 1)?;
-        check::non_negative("exploration_noise", self.exploration_noise)?;
+        self.td3.check_fields()?;
         Ok(())
     }
 }
@@ -205,20 +147,7 @@ impl Td3 {
         let (obs_dim, act_dim) = (obs_space.dim(), bounds.dim());
         let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3-init"));
         let mut scratch = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3-target-scratch"));
-        let nets = ActorCritic::new(
-            ActorCriticSpec {
-                obs_dim,
-                bounds,
-                actor: &params.actor,
-                critic: &params.critic,
-                n_critics: params.n_critics,
-                actor_lr: params.actor_lr,
-                critic_lr: params.critic_lr,
-            },
-            device,
-            &mut init,
-            &mut scratch,
-        )?;
+        let nets = ActorCritic::new(params.td3.spec(obs_dim, bounds), device, &mut init, &mut scratch)?;
         Ok(Self {
             params,
             device,
@@ -268,7 +197,7 @@ impl Agent for Td3 {
 
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> Result<Array2<f32>> {
         let x = obs_tensor(obs, self.obs_dim, self.device)?;
-        let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
+        let a = self.nets.explore(&x, self.params.td3.exploration_noise, &mut self.rng)?;
         to_array2(&a)
     }
 
@@ -317,7 +246,8 @@ impl Agent for Td3 {
 impl BatchLearner for Td3 {
     fn update(&mut self, batch: &Batch) -> Result<UpdateMetrics> {
         batch.check_dims(self.obs_dim, self.act_dim, self.device)?;
-        let p = self.params.get().clone();
+        let p = self.params.td3.clone();
+        let objective = self.params.actor_objective;
         let mut m = UpdateMetrics::new();
         let b = batch.len() as i64;
         let noise = self.scaled_noise(&[b, self.act_dim as i64], p.policy_noise)?;
@@ -337,7 +267,7 @@ impl BatchLearner for Td3 {
         self.updates += 1;
         if self.updates % p.policy_delay as u64 == 0 {
             let a = self.nets.actor.forward(batch.obs())?;
-            let q_pi = match p.actor_objective {
+            let q_pi = match objective {
                 ActorObjective::First => self.nets.critic.forward_member_frozen(batch.obs(), &a, 0)?,
                 ActorObjective::Mean => {
                     self.nets.critic.forward_frozen(batch.obs(), &a)?.f_mean_dim(0, false, Kind::Float)?
