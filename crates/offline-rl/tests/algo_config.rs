@@ -25,7 +25,7 @@ fn every_algorithm_round_trips() -> anyhow::Result<()> {
         anyhow::ensure!(serde_json::from_str::<AlgorithmParams>(&json)? == p, "{json}");
     }
     let p: AlgorithmParams = serde_json::from_str(r#"{"algo": "td3_bc", "gamma": 0.9}"#)?;
-    anyhow::ensure!(matches!(p, AlgorithmParams::Td3Bc(ref t) if t.gamma == 0.9), "{p:?}");
+    anyhow::ensure!(matches!(p, AlgorithmParams::Td3Bc(ref t) if t.td3.gamma == 0.9), "{p:?}");
     Ok(())
 }
 

@@ -38,7 +38,10 @@ fn serde_defaults<P: DeserializeOwned + Default + PartialEq + Debug>(json: &str,
 fn td3bc_params() {
     let d = Td3BcParams::default();
     accepts(d.clone());
-    assert_eq!((d.alpha, d.policy_delay, d.policy_noise, d.noise_clip, d.n_critics), (2.5, 2, 0.2, 0.5, 2));
+    assert_eq!(
+        (d.alpha, d.td3.policy_delay, d.td3.policy_noise, d.td3.noise_clip, d.td3.n_critics),
+        (2.5, 2, 0.2, 0.5, 2)
+    );
     serde_defaults(r#"{"alpha": 1.0}"#, d.clone().alpha(1.0));
     let p = d
         .clone()
@@ -50,7 +53,15 @@ fn td3bc_params() {
         .n_critics(4)
         .exploration_noise(0.2);
     assert_eq!(
-        (p.gamma, p.tau, p.actor_lr, p.critic_lr, p.policy_delay, p.n_critics, p.exploration_noise),
+        (
+            p.td3.gamma,
+            p.td3.tau,
+            p.td3.actor_lr,
+            p.td3.critic_lr,
+            p.td3.policy_delay,
+            p.td3.n_critics,
+            p.td3.exploration_noise
+        ),
         (0.9, 0.01, 1e-3, 2e-3, 3, 4, 0.2)
     );
     for g in [0.0, 1.0] {
@@ -102,7 +113,7 @@ fn scas_params() {
     let d = ScasParams::default();
     accepts(d.clone());
     assert_eq!(
-        (d.n_critics, d.temperature, d.lambda, d.beta, d.max_weight, d.actor_lr, d.critic_lr),
+        (d.td3.n_critics, d.temperature, d.lambda, d.beta, d.max_weight, d.td3.actor_lr, d.td3.critic_lr),
         (4, 5.0, 0.25, 3e-3, 50.0, 2e-4, 3e-4)
     );
     assert_eq!(d.dynamics.net.hidden, vec![256, 256, 256, 256]);

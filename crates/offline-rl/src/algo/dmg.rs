@@ -15,7 +15,7 @@ use tch::{Device, Kind, Tensor};
 use super::common::{self, setters, AResult, Shape};
 use super::{obs_tensor, DatasetKind, OfflineAlgorithm};
 use crate::error::{check, OfflineError, Result};
-use rl_agents::{ActorCritic, ActorCriticSpec};
+use rl_agents::{ActorCritic, Td3Core};
 
 /// The offline-to-online fine-tuning schedule of DMG (`train_finetune.py`): after `t` online
 /// updates, `d_t = decay^⌊t / every⌋`, `λ_t = λ_end − (λ_end − λ) d_t`,
@@ -59,59 +59,47 @@ impl Params for FinetuneSchedule {
     }
 }
 
-/// Parameters of [`Dmg`]. Defaults are the paper's Gym-MuJoCo values for `medium`,
-/// `medium-replay` and `random` data (Table 5 and `thu-rllab/DMG`); [`DmgParams::gym`] picks
-/// `ν` by dataset, [`DmgParams::antmaze`] gives the AntMaze set.
+/// Parameters of [`Dmg`]: the shared TD3 hyper-parameters [`Td3Core`] (field `td3`, its keys
+/// at the top level of a configuration) and DMG's own. Defaults are the paper's Gym-MuJoCo
+/// values for `medium`, `medium-replay` and `random` data (Table 5 and `thu-rllab/DMG`);
+/// [`DmgParams::gym`] picks `ν` by dataset, [`DmgParams::antmaze`] gives the AntMaze set.
 ///
 /// | name | default | purpose | range | source |
 /// |---|---|---|---|---|
-/// | `actor`, `critic`, `value` | `[256, 256]` ReLU | networks | identity output | code |
+/// | `actor`, `critic` | `[256, 256]` ReLU | networks | identity output | code |
 /// | `n_critics` | 2 | critics (min for targets and the actor) | `>= 1` | code |
 /// | `gamma` | 0.99 | discount | `[0, 1]` | paper |
 /// | `tau` | 0.005 | target smoothing (critic and actor, on actor updates) | `[0, 1]` | code |
-/// | `actor_lr`, `critic_lr`, `value_lr` | 3e-4 | Adam steps | `> 0` | code |
-/// | `cosine_steps` | 500,000 | actor updates over which the actor learning rate anneals to 0 (`CosineAnnealingLR(1e6 / policy_delay)`); 0: constant | `>= 0` | code |
+/// | `actor_lr`, `critic_lr` | 3e-4 | Adam steps | `> 0` | code |
 /// | `policy_noise`, `noise_clip` | 0.2, 0.5 | target smoothing noise std and clip, in action units (not × action scale, as in the code: `randn_like(action) * 0.2` clamped to ±0.5) | `>= 0` | code |
-/// | `scale_target_noise` | `false` | multiply the clipped smoothing noise by the action scale (`(high − low) / 2`), as TD3's command line does; the DMG code does not | | ours |
 /// | `policy_delay` | 2 | critic updates per actor update | `>= 1` | code |
+/// | `exploration_noise` | 0.1 | Gaussian exploration std when fine-tuning, × action scale | `>= 0` | code (`--expl_noise`) |
+/// | `value` | `[256, 256]` ReLU | the state-value network | identity output | code |
+/// | `value_lr` | 3e-4 | its Adam step | `> 0` | code |
+/// | `cosine_steps` | 500,000 | actor updates over which the actor learning rate anneals to 0 (`CosineAnnealingLR(1e6 / policy_delay)`); 0: constant | `>= 0` | code |
+/// | `scale_target_noise` | `false` | multiply the clipped smoothing noise by the action scale (`(high − low) / 2`), as TD3's command line does; the DMG code does not | | ours |
 /// | `lambda` | 0.25 | mixture `λ` of the generalised and in-sample targets | `[0, 1]` | paper Table 5 |
 /// | `nu` | 0.1 | penalty `ν` of the advantage-weighted BC term (10 for expert / medium-expert, 0.5 AntMaze); the code's command line defaults to `--nu 0.5` for every task, [`DmgParams::code_defaults`] gives that | `>= 0` | paper Table 5 |
 /// | `expectile` | 0.7 | expectile `τ` of the value net (0.9 AntMaze) | `(0, 1)` | paper (IQL) |
 /// | `temperature` | 3.0 | inverse temperature `α` of the weights (10 AntMaze) | `>= 0` | paper (IQL) |
 /// | `max_weight` | 3.0 | clamp of `exp(α(Q − V))` (100 AntMaze) | `> 0` | code only (`max_weight = 100 if antmaze else 3`) |
-/// | `exploration_noise` | 0.1 | Gaussian exploration std when fine-tuning, × action scale | `>= 0` | code (`--expl_noise`) |
 /// | `finetune` | see [`FinetuneSchedule`] | online schedule of `λ`, `ν` | | code |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+///
+/// The rows from `actor` to `exploration_noise` are the fields of [`Td3Core`]
+/// (`params.td3.gamma`; the setter `.gamma(0.9)` works on `DmgParams` too). `check` names the
+/// first bad field in the order of the table.
+#[derive(Debug, Clone, PartialEq)]
 pub struct DmgParams {
-    /// Policy network.
-    pub actor: MlpConfig,
-    /// Each critic's network.
-    pub critic: MlpConfig,
+    /// The shared TD3 hyper-parameters.
+    pub td3: Td3Core,
     /// The state-value network.
     pub value: MlpConfig,
-    /// Number of critics.
-    pub n_critics: usize,
-    /// Discount.
-    pub gamma: f64,
-    /// Polyak coefficient.
-    pub tau: f64,
-    /// Actor learning rate.
-    pub actor_lr: f64,
-    /// Critic learning rate.
-    pub critic_lr: f64,
     /// Value learning rate.
     pub value_lr: f64,
     /// Actor updates of the cosine schedule (0: none).
     pub cosine_steps: u64,
-    /// Target smoothing noise.
-    pub policy_noise: f64,
-    /// Clip of the smoothing noise.
-    pub noise_clip: f64,
     /// Multiply the clipped smoothing noise by the action scale (default `false`, as the code).
     pub scale_target_noise: bool,
-    /// Critic updates per actor update.
-    pub policy_delay: usize,
     /// Mixture coefficient λ.
     pub lambda: f64,
     /// Penalty ν.
@@ -122,8 +110,6 @@ pub struct DmgParams {
     pub temperature: f64,
     /// Weight clamp.
     pub max_weight: f64,
-    /// Exploration noise when fine-tuning.
-    pub exploration_noise: f64,
     /// Fine-tuning schedule.
     pub finetune: FinetuneSchedule,
 }
@@ -131,52 +117,45 @@ pub struct DmgParams {
 impl Default for DmgParams {
     fn default() -> Self {
         Self {
-            actor: MlpConfig::new([256, 256]),
-            critic: MlpConfig::new([256, 256]),
+            td3: Td3Core::default(),
             value: MlpConfig::new([256, 256]),
-            n_critics: 2,
-            gamma: 0.99,
-            tau: 0.005,
-            actor_lr: 3e-4,
-            critic_lr: 3e-4,
             value_lr: 3e-4,
             cosine_steps: 500_000,
-            policy_noise: 0.2,
-            noise_clip: 0.5,
             scale_target_noise: false,
-            policy_delay: 2,
             lambda: 0.25,
             nu: 0.1,
             expectile: 0.7,
             temperature: 3.0,
             max_weight: 3.0,
-            exploration_noise: 0.1,
             finetune: FinetuneSchedule::default(),
         }
     }
 }
 
+rl_agents::td3_family_params!(DmgParams {
+    value,
+    value_lr,
+    cosine_steps,
+    scale_target_noise,
+    lambda,
+    nu,
+    expectile,
+    temperature,
+    max_weight,
+    finetune,
+});
+
 setters!(DmgParams {
-    actor: MlpConfig,
-    critic: MlpConfig,
+    td3: Td3Core,
     value: MlpConfig,
-    n_critics: usize,
-    gamma: f64,
-    tau: f64,
-    actor_lr: f64,
-    critic_lr: f64,
     value_lr: f64,
     cosine_steps: u64,
-    policy_noise: f64,
-    noise_clip: f64,
     scale_target_noise: bool,
-    policy_delay: usize,
     lambda: f64,
     nu: f64,
     expectile: f64,
     temperature: f64,
     max_weight: f64,
-    exploration_noise: f64,
     finetune: FinetuneSchedule,
 });
 
@@ -207,8 +186,7 @@ impl DmgParams {
     /// Sets the hidden widths of actor, critics and value network.
     #[must_use]
     pub fn hidden(mut self, hidden: impl Into<Vec<i64>> + Clone) -> Self {
-        self.actor.hidden = hidden.clone().into();
-        self.critic.hidden = hidden.clone().into();
+        self.td3 = self.td3.hidden(hidden.clone());
         self.value.hidden = hidden.into();
         self
     }
@@ -217,24 +195,14 @@ impl DmgParams {
 impl Params for DmgParams {
     type Error = OfflineError;
     fn validate(&self) -> Result<()> {
-        common::check_mlp("actor", &self.actor)?;
-        common::check_mlp("critic", &self.critic)?;
+        self.td3.check_fields()?;
         common::check_mlp("value", &self.value)?;
-        check::at_least("n_critics", self.n_critics, 1)?;
-        check::unit_closed("gamma", self.gamma)?;
-        check::unit_closed("tau", self.tau)?;
-        check::positive("actor_lr", self.actor_lr)?;
-        check::positive("critic_lr", self.critic_lr)?;
         check::positive("value_lr", self.value_lr)?;
-        check::non_negative("policy_noise", self.policy_noise)?;
-        check::non_negative("noise_clip", self.noise_clip)?;
-        check::at_least("policy_delay", self.policy_delay, 1)?;
         check::unit_closed("lambda", self.lambda)?;
         check::non_negative("nu", self.nu)?;
         check::unit_open("expectile", self.expectile)?;
         check::non_negative("temperature", self.temperature)?;
         check::positive("max_weight", self.max_weight)?;
-        check::non_negative("exploration_noise", self.exploration_noise)?;
         self.finetune.validate().map_err(|e| e.prefixed("finetune"))?;
         Ok(())
     }
@@ -330,19 +298,7 @@ impl Dmg {
         rl_nn::check::available(device)?;
         let bounds = ActionBounds::from_space(action_space, device)?;
         let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "dmg-init"));
-        let nets = common::actor_critic(
-            ActorCriticSpec {
-                obs_dim: obs_space.dim(),
-                bounds,
-                actor: &params.actor,
-                critic: &params.critic,
-                n_critics: params.n_critics,
-                actor_lr: params.actor_lr,
-                critic_lr: params.critic_lr,
-            },
-            device,
-            &mut init,
-        )?;
+        let nets = common::actor_critic(params.td3.spec(obs_space.dim(), bounds), device, &mut init)?;
         let value_vs = VarStore::new(device);
         let value_cfg = common::check_mlp("value", &params.value)?;
         let value = Mlp::new(&value_vs.root(), obs_space.dim() as i64, 1, &value_cfg, &mut init)?;
@@ -424,14 +380,15 @@ impl Dmg {
         tch::no_grad(|| {
             let p = &self.params;
             let n = &self.nets;
-            let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip, p.scale_target_noise)?;
+            let a_next =
+                n.target_action(batch.next_obs(), eps, p.td3.policy_noise, p.td3.noise_clip, p.scale_target_noise)?;
             let q_in = n.critic_target.forward(batch.obs(), batch.action())?.f_amin(0, false)?;
             let q_next = n.critic_target.forward(batch.next_obs(), &a_next)?.f_amin(0, false)?;
             let v = self.value(batch.obs())?;
             let value = common::expectile_loss(&q_in.f_sub(&v)?, p.expectile)?;
             let v_next = self.value(batch.next_obs())?;
             let mix = q_next.f_mul_scalar(self.lambda())?.f_add(&v_next.f_mul_scalar(1.0 - self.lambda())?)?;
-            let target = batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&mix)?)?;
+            let target = batch.reward().f_add(&batch.bootstrap(p.td3.gamma)?.f_mul(&mix)?)?;
             let weight = q_in.f_sub(&v)?.f_mul_scalar(p.temperature)?.f_exp()?.f_clamp_max(p.max_weight)?;
             Ok(DmgLosses { value, target, weight })
         })
@@ -453,9 +410,9 @@ impl Dmg {
     fn sync_lr(&mut self) -> AResult<()> {
         let p = &self.params;
         let lr = if self.online || p.cosine_steps == 0 {
-            p.actor_lr
+            p.td3.actor_lr
         } else {
-            common::cosine_lr(p.actor_lr, self.actor_updates, p.cosine_steps)
+            common::cosine_lr(p.td3.actor_lr, self.actor_updates, p.cosine_steps)
         };
         Ok(self.nets.actor_opt.set_lr(lr)?)
     }
@@ -484,7 +441,8 @@ impl Dmg {
         let mut m = UpdateMetrics::new();
         // target critics at (s, a) and (s', a') in one forward
         let (q_in, q_next) = tch::no_grad(|| -> AResult<(Tensor, Tensor)> {
-            let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip, p.scale_target_noise)?;
+            let a_next =
+                n.target_action(batch.next_obs(), eps, p.td3.policy_noise, p.td3.noise_clip, p.scale_target_noise)?;
             let obs = Tensor::f_cat(&[batch.obs(), batch.next_obs()], 0)?;
             let act = Tensor::f_cat(&[batch.action(), &a_next], 0)?;
             let q = n.critic_target.forward(&obs, &act)?.f_amin(0, false)?;
@@ -501,7 +459,7 @@ impl Dmg {
         })?;
         let y = tch::no_grad(|| -> AResult<Tensor> {
             let mix = q_next.f_mul_scalar(lambda)?.f_add(&v_next.f_mul_scalar(1.0 - lambda)?)?;
-            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&mix)?)?)
+            Ok(batch.reward().f_add(&batch.bootstrap(p.td3.gamma)?.f_mul(&mix)?)?)
         })?;
         let q = self.nets.critic.forward(batch.obs(), batch.action())?;
         let critic_loss = common::ensemble_mse(&q, &y)?;
@@ -514,7 +472,7 @@ impl Dmg {
         if self.online {
             self.online_updates += 1;
         }
-        if self.updates % p.policy_delay as u64 == 0 {
+        if self.updates % p.td3.policy_delay as u64 == 0 {
             let w = tch::no_grad(|| -> AResult<Tensor> {
                 Ok(q_in.f_sub(&v_s)?.f_mul_scalar(p.temperature)?.f_exp()?.f_clamp_max(p.max_weight)?)
             })?;
@@ -526,7 +484,7 @@ impl Dmg {
             self.nets.actor_opt.backward_step(&actor_loss)?;
             self.actor_updates += 1;
             self.sync_lr()?;
-            self.nets.soft_update(p.tau)?;
+            self.nets.soft_update(p.td3.tau)?;
             m.push("loss/actor", &actor_loss)?;
             m.push("loss/bc", &bc)?;
             m.push("train/weight", &w.f_mean(Kind::Float)?)?;
@@ -559,7 +517,7 @@ impl Agent for Dmg {
 
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
         let x = obs_tensor(obs, self.nets.obs_dim, self.nets.device)?;
-        let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
+        let a = self.nets.explore(&x, self.params.td3.exploration_noise, &mut self.rng)?;
         Ok(rl_nn::convert::tensor_to_array2(&a)?)
     }
 

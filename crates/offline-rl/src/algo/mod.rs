@@ -200,7 +200,7 @@ impl AlgorithmSpec for DmgParams {
     }
     /// `gradient_steps / policy_delay` actor updates, as the reference's `1e6 / policy_freq`.
     fn anneal_over(self, gradient_steps: u64) -> Self {
-        let d = self.policy_delay as u64;
+        let d = self.td3.policy_delay as u64;
         self.cosine_steps(gradient_steps / d)
     }
     fn build(self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Dmg> {
@@ -218,7 +218,7 @@ impl AlgorithmSpec for ScasParams {
     }
     /// `gradient_steps / policy_delay` actor updates, as the reference's `1e6 / 2`.
     fn anneal_over(self, gradient_steps: u64) -> Self {
-        let d = self.policy_delay as u64;
+        let d = self.td3.policy_delay as u64;
         self.cosine_steps(gradient_steps / d)
     }
     fn build(self, obs: &Space, act: &Space, device: Device, seed: u64) -> Result<Scas> {

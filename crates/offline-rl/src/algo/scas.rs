@@ -16,7 +16,7 @@ use tch::{Device, Kind, Tensor};
 use super::common::{self, setters, AResult, Shape};
 use super::{obs_tensor, OfflineAlgorithm};
 use crate::error::{check, OfflineError, Result};
-use rl_agents::{ActorCritic, ActorCriticSpec};
+use rl_agents::{ActorCritic, Td3Core};
 
 /// How the target critics are combined.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -76,57 +76,44 @@ impl Params for DynamicsParams {
     }
 }
 
-/// Parameters of [`Scas`]: one set for every task (`run_experiments.sh`), except the target
-/// aggregation (`mean` on AntMaze).
+/// Parameters of [`Scas`]: the shared TD3 hyper-parameters [`Td3Core`] (field `td3`, its keys
+/// at the top level of a configuration) and SCAS's own; one set for every task
+/// (`run_experiments.sh`), except the target aggregation (`mean` on AntMaze).
 ///
 /// | name | default | purpose | range | source |
 /// |---|---|---|---|---|
 /// | `actor`, `critic` | `[256, 256]` ReLU | networks | identity output | code |
 /// | `n_critics` | 4 | critics in the fused ensemble | `>= 1` | code |
-/// | `target` | `min` | target aggregation (`mean` on AntMaze) | | code |
 /// | `gamma`, `tau` | 0.99, 0.005 | discount, target smoothing | `[0, 1]` | code |
 /// | `actor_lr` | 2e-4 | actor Adam step, cosine-annealed over `cosine_steps` actor updates | `> 0` | code |
 /// | `critic_lr` | 3e-4 | critic Adam step | `> 0` | code |
-/// | `cosine_steps` | 500,000 | actor updates of the cosine schedule (`CosineAnnealingLR(1e6 / 2)`), 0: constant | `>= 0` | code |
 /// | `policy_noise`, `noise_clip` | 0.2, 0.5 | target smoothing noise std and clip, in action units (not × action scale, as in the code: `randn_like(action) * 0.2` clamped to ±0.5) | `>= 0` | code |
-/// | `scale_target_noise` | `false` | multiply the clipped smoothing noise by the action scale (`(high − low) / 2`), as TD3's command line does; the SCAS code does not | | ours |
 /// | `policy_delay` | 2 | critic updates per actor update | `>= 1` | code |
+/// | `exploration_noise` | 0.1 | Gaussian exploration std, × action scale | `>= 0` | TD3 |
+/// | `target` | `min` | target aggregation (`mean` on AntMaze) | | code |
+/// | `cosine_steps` | 500,000 | actor updates of the cosine schedule (`CosineAnnealingLR(1e6 / 2)`), 0: constant | `>= 0` | code |
+/// | `scale_target_noise` | `false` | multiply the clipped smoothing noise by the action scale (`(high − low) / 2`), as TD3's command line does; the SCAS code does not | | ours |
 /// | `lambda` | 0.25 | weight of the state-recovery loss against the normalised max-Q loss | `[0, 1]` | code |
 /// | `temperature` | 5.0 | inverse temperature of the value-aware weight | `>= 0` | code |
 /// | `beta` | 3e-3 | std of the state perturbation (normalised units) | `>= 0` | code |
 /// | `max_weight` | 50 | clamp of the value-aware weight | `> 0` | code |
 /// | `perturbed_policy_input` | false | feed `π(ŝ)` instead of the code's `π(s)` into `f(ŝ, ·)` (the paper's reading; reconstructed option) | | paper vs code |
-/// | `exploration_noise` | 0.1 | Gaussian exploration std, × action scale | `>= 0` | TD3 |
 /// | `dynamics` | see [`DynamicsParams`] | the pretrained model | | code |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+///
+/// The rows from `actor` to `exploration_noise` are the fields of [`Td3Core`]
+/// (`params.td3.gamma`; the setter `.gamma(0.9)` works on `ScasParams` too; SCAS's defaults
+/// differ from TD3's in `n_critics` and `actor_lr`). `check` names the first bad field in the
+/// order of the table.
+#[derive(Debug, Clone, PartialEq)]
 pub struct ScasParams {
-    /// Policy network.
-    pub actor: MlpConfig,
-    /// Each critic's network.
-    pub critic: MlpConfig,
-    /// Number of critics.
-    pub n_critics: usize,
+    /// The shared TD3 hyper-parameters.
+    pub td3: Td3Core,
     /// Target aggregation.
     pub target: TargetAggregation,
-    /// Discount.
-    pub gamma: f64,
-    /// Polyak coefficient.
-    pub tau: f64,
-    /// Actor learning rate.
-    pub actor_lr: f64,
-    /// Critic learning rate.
-    pub critic_lr: f64,
     /// Actor updates of the cosine schedule.
     pub cosine_steps: u64,
-    /// Target smoothing noise.
-    pub policy_noise: f64,
-    /// Its clip.
-    pub noise_clip: f64,
     /// Multiply the clipped smoothing noise by the action scale (default `false`, as the code).
     pub scale_target_noise: bool,
-    /// Critic updates per actor update.
-    pub policy_delay: usize,
     /// Weight of the state-recovery loss.
     pub lambda: f64,
     /// Inverse temperature.
@@ -137,8 +124,6 @@ pub struct ScasParams {
     pub max_weight: f64,
     /// Policy input of the dynamics term.
     pub perturbed_policy_input: bool,
-    /// Exploration noise.
-    pub exploration_noise: f64,
     /// Dynamics model.
     pub dynamics: DynamicsParams,
 }
@@ -146,50 +131,42 @@ pub struct ScasParams {
 impl Default for ScasParams {
     fn default() -> Self {
         Self {
-            actor: MlpConfig::new([256, 256]),
-            critic: MlpConfig::new([256, 256]),
-            n_critics: 4,
+            td3: Td3Core { n_critics: 4, actor_lr: 2e-4, ..Td3Core::default() },
             target: TargetAggregation::Min,
-            gamma: 0.99,
-            tau: 0.005,
-            actor_lr: 2e-4,
-            critic_lr: 3e-4,
             cosine_steps: 500_000,
-            policy_noise: 0.2,
-            noise_clip: 0.5,
             scale_target_noise: false,
-            policy_delay: 2,
             lambda: 0.25,
             temperature: 5.0,
             beta: 3e-3,
             max_weight: 50.0,
             perturbed_policy_input: false,
-            exploration_noise: 0.1,
             dynamics: DynamicsParams::default(),
         }
     }
 }
 
+rl_agents::td3_family_params!(ScasParams {
+    target,
+    cosine_steps,
+    scale_target_noise,
+    lambda,
+    temperature,
+    beta,
+    max_weight,
+    perturbed_policy_input,
+    dynamics,
+});
+
 setters!(ScasParams {
-    actor: MlpConfig,
-    critic: MlpConfig,
-    n_critics: usize,
+    td3: Td3Core,
     target: TargetAggregation,
-    gamma: f64,
-    tau: f64,
-    actor_lr: f64,
-    critic_lr: f64,
     cosine_steps: u64,
-    policy_noise: f64,
-    noise_clip: f64,
     scale_target_noise: bool,
-    policy_delay: usize,
     lambda: f64,
     temperature: f64,
     beta: f64,
     max_weight: f64,
     perturbed_policy_input: bool,
-    exploration_noise: f64,
     dynamics: DynamicsParams,
 });
 
@@ -202,8 +179,7 @@ impl ScasParams {
     /// Sets the hidden widths of actor and critics (not the dynamics model).
     #[must_use]
     pub fn hidden(mut self, hidden: impl Into<Vec<i64>> + Clone) -> Self {
-        self.actor.hidden = hidden.clone().into();
-        self.critic.hidden = hidden.into();
+        self.td3 = self.td3.hidden(hidden);
         self
     }
 }
@@ -211,21 +187,11 @@ impl ScasParams {
 impl Params for ScasParams {
     type Error = OfflineError;
     fn validate(&self) -> Result<()> {
-        common::check_mlp("actor", &self.actor)?;
-        common::check_mlp("critic", &self.critic)?;
-        check::at_least("n_critics", self.n_critics, 1)?;
-        check::unit_closed("gamma", self.gamma)?;
-        check::unit_closed("tau", self.tau)?;
-        check::positive("actor_lr", self.actor_lr)?;
-        check::positive("critic_lr", self.critic_lr)?;
-        check::non_negative("policy_noise", self.policy_noise)?;
-        check::non_negative("noise_clip", self.noise_clip)?;
-        check::at_least("policy_delay", self.policy_delay, 1)?;
+        self.td3.check_fields()?;
         check::unit_closed("lambda", self.lambda)?;
         check::non_negative("temperature", self.temperature)?;
         check::non_negative("beta", self.beta)?;
         check::positive("max_weight", self.max_weight)?;
-        check::non_negative("exploration_noise", self.exploration_noise)?;
         self.dynamics.validate().map_err(|e| e.prefixed("dynamics"))?;
         Ok(())
     }
@@ -301,19 +267,7 @@ impl Scas {
         let bounds = ActionBounds::from_space(action_space, device)?;
         let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "scas-init"));
         let (o, a) = (obs_space.dim(), bounds.dim());
-        let nets = common::actor_critic(
-            ActorCriticSpec {
-                obs_dim: o,
-                bounds,
-                actor: &params.actor,
-                critic: &params.critic,
-                n_critics: params.n_critics,
-                actor_lr: params.actor_lr,
-                critic_lr: params.critic_lr,
-            },
-            device,
-            &mut init,
-        )?;
+        let nets = common::actor_critic(params.td3.spec(o, bounds), device, &mut init)?;
         let dyn_vs = VarStore::new(device);
         let cfg = common::check_mlp("dynamics.net", &params.dynamics.net)?;
         let mut dyn_init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "scas-dynamics-init"));
@@ -494,9 +448,9 @@ impl Scas {
     fn sync_lr(&mut self) -> AResult<()> {
         let p = &self.params;
         let lr = if p.cosine_steps == 0 {
-            p.actor_lr
+            p.td3.actor_lr
         } else {
-            common::cosine_lr(p.actor_lr, self.actor_updates, p.cosine_steps)
+            common::cosine_lr(p.td3.actor_lr, self.actor_updates, p.cosine_steps)
         };
         Ok(self.nets.actor_opt.set_lr(lr)?)
     }
@@ -534,7 +488,7 @@ impl Scas {
         batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
         let p = self.params.get().clone();
         common::check_noise("eps", eps, batch.len(), n.act_dim, n.device)?;
-        let actor_step = (self.updates + 1) % p.policy_delay as u64 == 0;
+        let actor_step = (self.updates + 1) % p.td3.policy_delay as u64 == 0;
         let state_noise = match (actor_step, state_noise) {
             (true, None) => {
                 return Err(rl_agents::AgentError::Protocol(
@@ -549,13 +503,14 @@ impl Scas {
         };
         let mut m = UpdateMetrics::new();
         let y = tch::no_grad(|| -> AResult<Tensor> {
-            let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip, p.scale_target_noise)?;
+            let a_next =
+                n.target_action(batch.next_obs(), eps, p.td3.policy_noise, p.td3.noise_clip, p.scale_target_noise)?;
             let q = n.critic_target.forward(batch.next_obs(), &a_next)?;
             let q_next = match p.target {
                 TargetAggregation::Min => q.f_amin(0, false)?,
                 TargetAggregation::Mean => q.f_mean_dim(0, false, Kind::Float)?,
             };
-            Ok(batch.reward().f_add(&batch.bootstrap(p.gamma)?.f_mul(&q_next)?)?)
+            Ok(batch.reward().f_add(&batch.bootstrap(p.td3.gamma)?.f_mul(&q_next)?)?)
         })?;
         let q = n.critic.forward(batch.obs(), batch.action())?;
         let critic_loss = common::ensemble_mse(&q, &y)?;
@@ -568,7 +523,7 @@ impl Scas {
             self.nets.actor_opt.backward_step(&loss)?;
             self.actor_updates += 1;
             self.sync_lr()?;
-            self.nets.soft_update(p.tau)?;
+            self.nets.soft_update(p.td3.tau)?;
             m.push("loss/actor", &loss)?;
             m.push("loss/maxq", &maxq)?;
             m.push("loss/state_recovery", &sr)?;
@@ -603,7 +558,7 @@ impl Agent for Scas {
 
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
         let x = obs_tensor(obs, self.nets.obs_dim, self.nets.device)?;
-        let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
+        let a = self.nets.explore(&x, self.params.td3.exploration_noise, &mut self.rng)?;
         Ok(rl_nn::convert::tensor_to_array2(&a)?)
     }
 
@@ -678,7 +633,7 @@ impl BatchLearner for Scas {
         // the same draws in the same order as before the noise could be injected: the
         // smoothing noise, then the state perturbation on actor steps only
         let eps = rl_nn::rand::standard_normal(&[b, n.act_dim as i64], (Kind::Float, n.device), &mut self.rng)?;
-        let state_noise = if (self.updates + 1) % self.params.policy_delay as u64 == 0 {
+        let state_noise = if (self.updates + 1) % self.params.td3.policy_delay as u64 == 0 {
             Some(rl_nn::rand::standard_normal(&[b, n.obs_dim as i64], (Kind::Float, n.device), &mut self.rng)?)
         } else {
             None

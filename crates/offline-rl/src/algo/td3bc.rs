@@ -5,17 +5,17 @@ use std::path::Path;
 use ndarray::{Array2, ArrayView2};
 use rl_agents::{ActionBounds, Agent, Batch, BatchLearner, BatchPolicy, UpdateMetrics};
 use rl_core::{Params, SeededRng, Space, Valid};
-use rl_nn::MlpConfig;
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor};
 
 use super::common::{self, setters, AResult, Shape};
 use super::{obs_tensor, OfflineAlgorithm};
 use crate::error::{check, OfflineError, Result};
-use rl_agents::{ActorCritic, ActorCriticSpec};
+use rl_agents::{ActorCritic, Td3Core};
 
-/// Parameters of [`Td3Bc`]; defaults are the paper's and its code's (identical for every D4RL
-/// task).
+/// Parameters of [`Td3Bc`]: the shared TD3 hyper-parameters [`Td3Core`] (field `td3`, its keys
+/// at the top level of a configuration) and `alpha`; defaults are the paper's and its code's
+/// (identical for every D4RL task).
 ///
 /// | name | default | purpose | range | source |
 /// |---|---|---|---|---|
@@ -27,77 +27,35 @@ use rl_agents::{ActorCritic, ActorCriticSpec};
 /// | `policy_noise` | 0.2 | target smoothing noise std, × action scale | `>= 0` | paper |
 /// | `noise_clip` | 0.5 | its clip, × action scale | `>= 0` | paper |
 /// | `policy_delay` | 2 | critic updates per actor and target update | `>= 1` | paper |
-/// | `alpha` | 2.5 | `λ = α / mean|Q|` weighs the Q term against behaviour cloning | `> 0` | paper |
 /// | `exploration_noise` | 0.1 | Gaussian exploration std for [`Agent::explore`] (fine-tuning), × action scale | `>= 0` | TD3 |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
+/// | `alpha` | 2.5 | `λ = α / mean|Q|` weighs the Q term against behaviour cloning | `> 0` | paper |
+///
+/// Every row but the last is a field of [`Td3Core`] (`params.td3.gamma`; the setter
+/// `.gamma(0.9)` works on `Td3BcParams` too). `check` names the first bad field in the order
+/// of the table.
+#[derive(Debug, Clone, PartialEq)]
 pub struct Td3BcParams {
-    /// Policy network.
-    pub actor: MlpConfig,
-    /// Each critic's network.
-    pub critic: MlpConfig,
-    /// Number of critics.
-    pub n_critics: usize,
-    /// Discount.
-    pub gamma: f64,
-    /// Polyak coefficient.
-    pub tau: f64,
-    /// Actor learning rate.
-    pub actor_lr: f64,
-    /// Critic learning rate.
-    pub critic_lr: f64,
-    /// Target smoothing noise.
-    pub policy_noise: f64,
-    /// Clip of the smoothing noise.
-    pub noise_clip: f64,
-    /// Critic updates per actor update.
-    pub policy_delay: usize,
+    /// The shared TD3 hyper-parameters.
+    pub td3: Td3Core,
     /// Weight of the Q term.
     pub alpha: f64,
-    /// Exploration noise.
-    pub exploration_noise: f64,
 }
 
 impl Default for Td3BcParams {
     fn default() -> Self {
-        Self {
-            actor: MlpConfig::new([256, 256]),
-            critic: MlpConfig::new([256, 256]),
-            n_critics: 2,
-            gamma: 0.99,
-            tau: 0.005,
-            actor_lr: 3e-4,
-            critic_lr: 3e-4,
-            policy_noise: 0.2,
-            noise_clip: 0.5,
-            policy_delay: 2,
-            alpha: 2.5,
-            exploration_noise: 0.1,
-        }
+        Self { td3: Td3Core::default(), alpha: 2.5 }
     }
 }
 
-setters!(Td3BcParams {
-    actor: MlpConfig,
-    critic: MlpConfig,
-    n_critics: usize,
-    gamma: f64,
-    tau: f64,
-    actor_lr: f64,
-    critic_lr: f64,
-    policy_noise: f64,
-    noise_clip: f64,
-    policy_delay: usize,
-    alpha: f64,
-    exploration_noise: f64,
-});
+rl_agents::td3_family_params!(Td3BcParams { alpha });
+
+setters!(Td3BcParams { td3: Td3Core, alpha: f64 });
 
 impl Td3BcParams {
     /// Sets the hidden widths of actor and critic.
     #[must_use]
     pub fn hidden(mut self, hidden: impl Into<Vec<i64>> + Clone) -> Self {
-        self.actor.hidden = hidden.clone().into();
-        self.critic.hidden = hidden.into();
+        self.td3 = self.td3.hidden(hidden);
         self
     }
 }
@@ -105,18 +63,8 @@ impl Td3BcParams {
 impl Params for Td3BcParams {
     type Error = OfflineError;
     fn validate(&self) -> Result<()> {
-        common::check_mlp("actor", &self.actor)?;
-        common::check_mlp("critic", &self.critic)?;
-        check::at_least("n_critics", self.n_critics, 1)?;
-        check::unit_closed("gamma", self.gamma)?;
-        check::unit_closed("tau", self.tau)?;
-        check::positive("actor_lr", self.actor_lr)?;
-        check::positive("critic_lr", self.critic_lr)?;
-        check::non_negative("policy_noise", self.policy_noise)?;
-        check::non_negative("noise_clip", self.noise_clip)?;
-        check::at_least("policy_delay", self.policy_delay, 1)?;
+        self.td3.check_fields()?;
         check::positive("alpha", self.alpha)?;
-        check::non_negative("exploration_noise", self.exploration_noise)?;
         Ok(())
     }
 }
@@ -180,19 +128,7 @@ impl Td3Bc {
         rl_nn::check::available(device)?;
         let bounds = ActionBounds::from_space(action_space, device)?;
         let mut init = rl_core::rng_from_seed(rl_core::derive_seed_named(seed, "td3bc-init"));
-        let nets = common::actor_critic(
-            ActorCriticSpec {
-                obs_dim: obs_space.dim(),
-                bounds,
-                actor: &params.actor,
-                critic: &params.critic,
-                n_critics: params.n_critics,
-                actor_lr: params.actor_lr,
-                critic_lr: params.critic_lr,
-            },
-            device,
-            &mut init,
-        )?;
+        let nets = common::actor_critic(params.td3.spec(obs_space.dim(), bounds), device, &mut init)?;
         Ok(Self {
             params,
             nets,
@@ -241,7 +177,7 @@ impl Td3Bc {
         let n = &self.nets;
         batch.check_dims(n.obs_dim, n.act_dim, n.device)?;
         common::check_noise("eps", eps, batch.len(), n.act_dim, n.device)?;
-        let p = self.params.get().clone();
+        let p = self.params.td3.clone();
         let mut m = UpdateMetrics::new();
         let y = tch::no_grad(|| -> AResult<Tensor> {
             let a_next = n.target_action(batch.next_obs(), eps, p.policy_noise, p.noise_clip, true)?;
@@ -290,7 +226,7 @@ impl Agent for Td3Bc {
 
     fn explore(&mut self, obs: ArrayView2<'_, f32>) -> AResult<Array2<f32>> {
         let x = obs_tensor(obs, self.nets.obs_dim, self.nets.device)?;
-        let a = self.nets.explore(&x, self.params.exploration_noise, &mut self.rng)?;
+        let a = self.nets.explore(&x, self.params.td3.exploration_noise, &mut self.rng)?;
         Ok(rl_nn::convert::tensor_to_array2(&a)?)
     }
 
