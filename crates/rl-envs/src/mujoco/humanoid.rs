@@ -4,15 +4,14 @@ use std::path::PathBuf;
 
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Env, Info, Params, RlCoreError, Space, Step, Valid};
+use rl_core::{Info, Params, Space, Step, Valid};
 use serde::{Deserialize, Serialize};
 
 use super::locomotion::{check_range, f64_inf, finite, setters};
-use super::sim::{add_uniform, numpy_norm, GymVersion, MujocoState, Sim};
+use super::sim::{numpy_norm, sim_env, GymVersion, Sim, SimEnv};
 use crate::common::non_negative;
 use crate::error::{EnvError, Result};
 use crate::numpy_sum::{pairwise_sum, sum_of_squares_f64};
-use crate::traits::Snapshot;
 
 /// Parameters of Humanoid (gymnasium `Humanoid-v5`, or `-v4`); the defaults are gymnasium's.
 ///
@@ -207,36 +206,6 @@ impl Humanoid {
         Ok(env)
     }
 
-    /// The parameters.
-    pub fn params(&self) -> &HumanoidParams {
-        &self.params
-    }
-
-    /// Generalised positions.
-    pub fn qpos(&self) -> &[f64] {
-        self.sim.data.qpos()
-    }
-
-    /// Generalised velocities.
-    pub fn qvel(&self) -> &[f64] {
-        self.sim.data.qvel()
-    }
-
-    /// Seconds per environment step (`timestep · frame_skip`).
-    pub fn dt(&self) -> f64 {
-        self.sim.dt
-    }
-
-    /// Starts an episode from `qpos`, `qvel` (gymnasium's `set_state`); returns the observation.
-    ///
-    /// # Errors
-    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
-    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
-        self.sim.set_state(qpos, qvel)?;
-        self.com = self.mass_center();
-        Ok(self.observe())
-    }
-
     /// gymnasium's reset info for the current state (v5: `x_position`, `y_position`,
     /// `tendon_length`, `tendon_velocity`, `distance_from_origin`; v4: none).
     pub fn reset_info(&self) -> Info {
@@ -268,6 +237,17 @@ impl Humanoid {
         }
         [num[0] / self.total_mass, num[1] / self.total_mass]
     }
+}
+
+sim_env!(
+    Humanoid,
+    /// The parameters.
+    params: HumanoidParams,
+    snapshot
+);
+
+impl SimEnv for Humanoid {
+    const CARRY: usize = 2;
 
     fn observe(&self) -> Array1<f32> {
         let d = &self.sim.data;
@@ -292,25 +272,24 @@ impl Humanoid {
         }
         Array1::from(o)
     }
-}
 
-impl Env for Humanoid {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
+    fn initial_state(&self, rng: &mut dyn RngCore) -> (Vec<f64>, Vec<f64>) {
+        self.sim.noisy_state(rng, self.params.reset_noise_scale, false)
     }
 
-    fn action_space(&self) -> &Space {
-        &self.sim.act_space
+    fn started(&mut self) {
+        self.com = self.mass_center();
     }
 
-    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
-        let s = self.params.reset_noise_scale;
-        let qpos = add_uniform(rng, &self.sim.init_qpos, -s, s);
-        let qvel = add_uniform(rng, &self.sim.init_qvel, -s, s);
-        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+    fn carry(&self) -> Vec<f64> {
+        self.com.to_vec()
     }
 
-    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+    fn set_carry(&mut self, carry: &[f64]) {
+        self.com = [carry[0], carry[1]];
+    }
+
+    fn transition(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
         let before = self.com;
         self.sim.simulate(action)?;
         let after = self.mass_center();
@@ -357,19 +336,5 @@ impl Env for Humanoid {
         };
         let truncated = self.sim.clock.tick(terminated, p.max_episode_steps);
         Ok(Step::new(self.observe(), reward as f32, terminated, truncated).with_info(info))
-    }
-}
-
-impl Snapshot for Humanoid {
-    type State = MujocoState;
-
-    fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot(self.com.to_vec())
-    }
-
-    fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state, 2)?;
-        self.com = [state.carry[0], state.carry[1]];
-        Ok(())
     }
 }

@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use mujoco_rs::prelude::*;
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Env, Info, Params, RlCoreError, Space, Step, Valid};
+use rl_core::{Info, Params, Space, Step, Valid};
 use serde::{Deserialize, Serialize};
 
-use super::sim::{check_physics, edit_model, physics, set_physics, Sim};
+use super::sim::{check_physics, edit_model, physics, set_physics, sim_env, Sim, SimEnv};
 use crate::common::{non_negative, positive, EpisodeClock};
 use crate::error::{EnvError, Result};
 use crate::numpy_sum::{sum_of_squares_f32, sum_of_squares_f64};
@@ -768,37 +768,6 @@ impl Locomotion {
         Ok(env)
     }
 
-    /// The task and its parameters.
-    pub fn params(&self) -> &LocomotionTask {
-        &self.task
-    }
-
-    /// Generalised positions.
-    pub fn qpos(&self) -> &[f64] {
-        self.sim.data.qpos()
-    }
-
-    /// Generalised velocities.
-    pub fn qvel(&self) -> &[f64] {
-        self.sim.data.qvel()
-    }
-
-    /// Seconds per environment step (`timestep · frame_skip`).
-    pub fn dt(&self) -> f64 {
-        self.sim.dt
-    }
-
-    /// Starts an episode from `qpos`, `qvel` (gymnasium's `mj_resetData` + `set_state`), e.g.
-    /// a state from a dataset; returns the observation.
-    ///
-    /// # Errors
-    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
-    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
-        self.sim.set_state(qpos, qvel)?;
-        self.torso_xy = self.torso_position();
-        Ok(self.observe())
-    }
-
     fn torso_position(&self) -> [f64; 2] {
         let x = self.sim.data.xpos()[self.torso];
         [x[0], x[1]]
@@ -808,7 +777,7 @@ impl Locomotion {
         self.sim.data.cfrc_ext().iter().flat_map(move |f| f.iter().map(move |v| v.clamp(range[0], range[1])))
     }
 
-    /// The observation in float64, as gymnasium returns it (the [`Env`] observation is its
+    /// The observation in float64, as gymnasium returns it (the [`Env`](rl_core::Env) observation is its
     /// float32 rounding).
     pub fn observation_f64(&self) -> Vec<f64> {
         let skip = self.task.excluded_positions();
@@ -826,10 +795,6 @@ impl Locomotion {
             _ => {}
         }
         o
-    }
-
-    fn observe(&self) -> Array1<f32> {
-        self.observation_f64().into_iter().map(|v| v as f32).collect()
     }
 
     /// The info gymnasium's `reset` returns (its `_get_reset_info`), for the current state:
@@ -891,22 +856,27 @@ impl Locomotion {
     }
 }
 
-impl Env for Locomotion {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
+sim_env!(
+    Locomotion,
+    /// The task and its parameters.
+    task: LocomotionTask
+);
+
+impl SimEnv for Locomotion {
+    fn observe(&self) -> Array1<f32> {
+        self.observation_f64().into_iter().map(|v| v as f32).collect()
     }
 
-    fn action_space(&self) -> &Space {
-        &self.sim.act_space
-    }
-
-    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
+    fn initial_state(&self, rng: &mut dyn RngCore) -> (Vec<f64>, Vec<f64>) {
         let (scale, normal_vel) = self.task.reset_noise();
-        let (qpos, qvel) = self.sim.noisy_state(rng, scale, normal_vel);
-        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+        self.sim.noisy_state(rng, scale, normal_vel)
     }
 
-    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+    fn started(&mut self) {
+        self.torso_xy = self.torso_position();
+    }
+
+    fn transition(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
         let x_before = match self.task {
             LocomotionTask::Ant(_) | LocomotionTask::AntV5(_) => self.torso_xy[0],
             _ => self.sim.data.qpos()[0],

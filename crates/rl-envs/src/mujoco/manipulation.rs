@@ -4,15 +4,14 @@ use std::path::PathBuf;
 
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Env, Info, Params, RlCoreError, Space, Step, Valid};
+use rl_core::{Info, Params, Space, Step, Valid};
 use serde::{Deserialize, Serialize};
 
 use super::locomotion::{finite, setters};
-use super::sim::{add_uniform, numpy_norm, GymVersion, MujocoState, Sim};
+use super::sim::{add_uniform, numpy_norm, sim_env, GymVersion, Sim, SimEnv};
 use crate::error::{EnvError, Result};
 use crate::numpy_sum::sum_of_squares_f32;
 use crate::rng::uniform;
-use crate::traits::Snapshot;
 
 /// gymnasium's `-np.square(action).sum() * w`: float32 throughout (NumPy 2 keeps the float32
 /// action's dtype and casts the Python weight to it), NumPy's pairwise sum.
@@ -143,39 +142,25 @@ impl Reacher {
         Ok(env)
     }
 
-    /// The parameters.
-    pub fn params(&self) -> &ReacherParams {
-        &self.params
-    }
-
-    /// Generalised positions (the last two: the target).
-    pub fn qpos(&self) -> &[f64] {
-        self.sim.data.qpos()
-    }
-
-    /// Generalised velocities.
-    pub fn qvel(&self) -> &[f64] {
-        self.sim.data.qvel()
-    }
-
-    /// Seconds per environment step (`timestep · frame_skip`).
-    pub fn dt(&self) -> f64 {
-        self.sim.dt
-    }
-
-    /// Starts an episode from `qpos`, `qvel` (gymnasium's `set_state`); returns the observation.
-    ///
-    /// # Errors
-    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
-    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
-        self.sim.set_state(qpos, qvel)?;
-        self.tip = self.tip_to_target();
-        Ok(self.observe())
-    }
-
     fn tip_to_target(&self) -> [f64; 3] {
         sub(self.sim.xpos(self.fingertip), self.sim.xpos(self.target))
     }
+
+    fn rewards(&self, action: ArrayView1<'_, f32>) -> (f64, f64) {
+        let dist = -numpy_norm(&self.tip) * self.params.reward_dist_weight;
+        (dist, ctrl_reward(self.params.reward_control_weight, action))
+    }
+}
+
+sim_env!(
+    Reacher,
+    /// The parameters.
+    params: ReacherParams,
+    snapshot
+);
+
+impl SimEnv for Reacher {
+    const CARRY: usize = 3;
 
     fn observe(&self) -> Array1<f32> {
         let d = &self.sim.data;
@@ -189,24 +174,21 @@ impl Reacher {
         Array1::from(o)
     }
 
-    fn rewards(&self, action: ArrayView1<'_, f32>) -> (f64, f64) {
-        let dist = -numpy_norm(&self.tip) * self.params.reward_dist_weight;
-        (dist, ctrl_reward(self.params.reward_control_weight, action))
-    }
-}
-
-impl Env for Reacher {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
+    fn started(&mut self) {
+        self.tip = self.tip_to_target();
     }
 
-    fn action_space(&self) -> &Space {
-        &self.sim.act_space
+    fn carry(&self) -> Vec<f64> {
+        self.tip.to_vec()
+    }
+
+    fn set_carry(&mut self, carry: &[f64]) {
+        self.tip = [carry[0], carry[1], carry[2]];
     }
 
     /// gymnasium's draws, in order, with NumPy's uniform: `qpos += U(±0.1)`, the goal
     /// `U(±0.2)²` until `‖goal‖ < 0.2`, `qvel += U(±0.005)`; the target's velocity is 0.
-    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
+    fn initial_state(&self, rng: &mut dyn RngCore) -> (Vec<f64>, Vec<f64>) {
         let mut qpos = add_uniform(rng, &self.sim.init_qpos, -0.1, 0.1);
         let goal = loop {
             let g = [uniform(rng, -0.2, 0.2), uniform(rng, -0.2, 0.2)];
@@ -219,10 +201,10 @@ impl Env for Reacher {
         let mut qvel = add_uniform(rng, &self.sim.init_qvel, -0.005, 0.005);
         let m = qvel.len();
         qvel[m.saturating_sub(2)..].fill(0.0);
-        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+        (qpos, qvel)
     }
 
-    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+    fn transition(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
         // v4 measures the reward before the step (its length is checked by `simulate` first)
         self.sim.clock.guard()?;
         crate::common::check_box_action(&self.sim.act_space, action)?;
@@ -235,20 +217,6 @@ impl Env for Reacher {
         info.insert("reward_ctrl", ctrl);
         let truncated = self.sim.clock.tick(false, self.params.max_episode_steps);
         Ok(Step::new(self.observe(), (dist + ctrl) as f32, false, truncated).with_info(info))
-    }
-}
-
-impl Snapshot for Reacher {
-    type State = MujocoState;
-
-    fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot(self.tip.to_vec())
-    }
-
-    fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state, 3)?;
-        self.tip = [state.carry[0], state.carry[1], state.carry[2]];
-        Ok(())
     }
 }
 
@@ -351,36 +319,16 @@ impl Pusher {
         let bodies = [sim.body("tips_arm")?, sim.body("object")?, sim.body("goal")?];
         Ok(Self { params, sim, bodies, obs_space: Space::symmetric(23, f32::INFINITY)? })
     }
+}
 
+sim_env!(
+    Pusher,
     /// The parameters.
-    pub fn params(&self) -> &PusherParams {
-        &self.params
-    }
+    params: PusherParams,
+    snapshot
+);
 
-    /// Generalised positions.
-    pub fn qpos(&self) -> &[f64] {
-        self.sim.data.qpos()
-    }
-
-    /// Generalised velocities.
-    pub fn qvel(&self) -> &[f64] {
-        self.sim.data.qvel()
-    }
-
-    /// Seconds per environment step (`timestep · frame_skip`).
-    pub fn dt(&self) -> f64 {
-        self.sim.dt
-    }
-
-    /// Starts an episode from `qpos`, `qvel` (gymnasium's `set_state`); returns the observation.
-    ///
-    /// # Errors
-    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
-    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
-        self.sim.set_state(qpos, qvel)?;
-        Ok(self.observe())
-    }
-
+impl SimEnv for Pusher {
     fn observe(&self) -> Array1<f32> {
         let d = &self.sim.data;
         let mut o: Vec<f32> = d.qpos()[..7].iter().map(|&v| v as f32).collect();
@@ -390,21 +338,11 @@ impl Pusher {
         }
         Array1::from(o)
     }
-}
-
-impl Env for Pusher {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.sim.act_space
-    }
 
     /// gymnasium's draws, in order, with NumPy's uniform: the cylinder
     /// `(U(−0.3, 0), U(±0.2))` until it is farther than 0.17 from the goal (0, 0), then
     /// `qvel += U(±0.005)`; the arm starts at `init_qpos`, the object and goal at rest.
-    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
+    fn initial_state(&self, rng: &mut dyn RngCore) -> (Vec<f64>, Vec<f64>) {
         let mut qpos = self.sim.init_qpos.clone();
         let cylinder = loop {
             let c = [uniform(rng, -0.3, 0.0), uniform(rng, -0.2, 0.2)];
@@ -418,10 +356,10 @@ impl Env for Pusher {
         let mut qvel = add_uniform(rng, &self.sim.init_qvel, -0.005, 0.005);
         let m = qvel.len();
         qvel[m - 4..].fill(0.0);
-        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+        (qpos, qvel)
     }
 
-    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+    fn transition(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
         self.sim.simulate(action)?;
         let [tips, object, goal] = self.bodies.map(|b| self.sim.xpos(b));
         let p = &self.params;
@@ -434,17 +372,5 @@ impl Env for Pusher {
         info.insert("reward_near", near);
         let truncated = self.sim.clock.tick(false, p.max_episode_steps);
         Ok(Step::new(self.observe(), (dist + ctrl + near) as f32, false, truncated).with_info(info))
-    }
-}
-
-impl Snapshot for Pusher {
-    type State = MujocoState;
-
-    fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot(Vec::new())
-    }
-
-    fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state, 0)
     }
 }

@@ -4,15 +4,13 @@ use std::path::PathBuf;
 
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Env, Info, Params, RlCoreError, Space, Step, Valid};
+use rl_core::{Info, Params, Space, Step, Valid};
 use serde::{Deserialize, Serialize};
 
 use super::locomotion::{finite, setters};
-use super::sim::{add_uniform, GymVersion, MujocoState, Sim};
+use super::sim::{sim_env, GymVersion, Sim, SimEnv};
 use crate::common::non_negative;
 use crate::error::{EnvError, Result};
-use crate::rng::standard_normal;
-use crate::traits::Snapshot;
 
 /// Under [`GymVersion::V4`], gymnasium fixes the model file, the frame skip and the reset
 /// noise: they must keep their defaults.
@@ -131,58 +129,25 @@ impl InvertedPendulum {
         let dim = sim.init_qpos.len() + sim.init_qvel.len();
         Ok(Self { params, sim, obs_space: Space::symmetric(dim, f32::INFINITY)? })
     }
+}
 
+sim_env!(
+    InvertedPendulum,
     /// The parameters.
-    pub fn params(&self) -> &InvertedPendulumParams {
-        &self.params
-    }
+    params: InvertedPendulumParams,
+    snapshot
+);
 
-    /// Generalised positions.
-    pub fn qpos(&self) -> &[f64] {
-        self.sim.data.qpos()
-    }
-
-    /// Generalised velocities.
-    pub fn qvel(&self) -> &[f64] {
-        self.sim.data.qvel()
-    }
-
-    /// Seconds per environment step (`timestep · frame_skip`).
-    pub fn dt(&self) -> f64 {
-        self.sim.dt
-    }
-
-    /// Starts an episode from `qpos`, `qvel` (gymnasium's `set_state`); returns the observation.
-    ///
-    /// # Errors
-    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
-    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
-        self.sim.set_state(qpos, qvel)?;
-        Ok(self.observe())
-    }
-
+impl SimEnv for InvertedPendulum {
     fn observe(&self) -> Array1<f32> {
         self.sim.data.qpos().iter().chain(self.sim.data.qvel()).map(|&v| v as f32).collect()
     }
-}
 
-impl Env for InvertedPendulum {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
+    fn initial_state(&self, rng: &mut dyn RngCore) -> (Vec<f64>, Vec<f64>) {
+        self.sim.noisy_state(rng, self.params.reset_noise_scale, false)
     }
 
-    fn action_space(&self) -> &Space {
-        &self.sim.act_space
-    }
-
-    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
-        let s = self.params.reset_noise_scale;
-        let qpos = add_uniform(rng, &self.sim.init_qpos, -s, s);
-        let qvel = add_uniform(rng, &self.sim.init_qvel, -s, s);
-        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
-    }
-
-    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+    fn transition(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
         self.sim.simulate(action)?;
         let d = &self.sim.data;
         // the float64 observation, as gymnasium tests it
@@ -199,18 +164,6 @@ impl Env for InvertedPendulum {
         };
         let truncated = self.sim.clock.tick(terminated, self.params.max_episode_steps);
         Ok(Step::new(self.observe(), reward as f32, terminated, truncated).with_info(info))
-    }
-}
-
-impl Snapshot for InvertedPendulum {
-    type State = MujocoState;
-
-    fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot(Vec::new())
-    }
-
-    fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state, 0)
     }
 }
 
@@ -332,36 +285,16 @@ impl InvertedDoublePendulum {
         env.obs_space = Space::symmetric(env.observe().len(), f32::INFINITY)?;
         Ok(env)
     }
+}
 
+sim_env!(
+    InvertedDoublePendulum,
     /// The parameters.
-    pub fn params(&self) -> &InvertedDoublePendulumParams {
-        &self.params
-    }
+    params: InvertedDoublePendulumParams,
+    snapshot
+);
 
-    /// Generalised positions.
-    pub fn qpos(&self) -> &[f64] {
-        self.sim.data.qpos()
-    }
-
-    /// Generalised velocities.
-    pub fn qvel(&self) -> &[f64] {
-        self.sim.data.qvel()
-    }
-
-    /// Seconds per environment step (`timestep · frame_skip`).
-    pub fn dt(&self) -> f64 {
-        self.sim.dt
-    }
-
-    /// Starts an episode from `qpos`, `qvel` (gymnasium's `set_state`); returns the observation.
-    ///
-    /// # Errors
-    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
-    pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
-        self.sim.set_state(qpos, qvel)?;
-        Ok(self.observe())
-    }
-
+impl SimEnv for InvertedDoublePendulum {
     fn observe(&self) -> Array1<f32> {
         let d = &self.sim.data;
         let q = d.qpos();
@@ -374,27 +307,14 @@ impl InvertedDoublePendulum {
         o.extend(fc[..n].iter().map(|v| v.clamp(-10.0, 10.0) as f32));
         Array1::from(o)
     }
-}
-
-impl Env for InvertedDoublePendulum {
-    fn observation_space(&self) -> &Space {
-        &self.obs_space
-    }
-
-    fn action_space(&self) -> &Space {
-        &self.sim.act_space
-    }
 
     /// `qpos` += `U(±scale)` as NumPy draws it; `qvel` += `scale·N(0, 1)` from this crate's
     /// normal sampler (not NumPy's: equal in distribution only).
-    fn reset(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
-        let s = self.params.reset_noise_scale;
-        let qpos = add_uniform(rng, &self.sim.init_qpos, -s, s);
-        let qvel: Vec<f64> = self.sim.init_qvel.iter().map(|v| v + standard_normal(rng) * s).collect();
-        self.reset_to_state(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+    fn initial_state(&self, rng: &mut dyn RngCore) -> (Vec<f64>, Vec<f64>) {
+        self.sim.noisy_state(rng, self.params.reset_noise_scale, true)
     }
 
-    fn step(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
+    fn transition(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
         self.sim.simulate(action)?;
         let d = &self.sim.data;
         let [x, _, y] = d.site_xpos()[0];
@@ -417,17 +337,5 @@ impl Env for InvertedDoublePendulum {
         let reward = alive - dist_penalty - vel_penalty;
         let truncated = self.sim.clock.tick(terminated, self.params.max_episode_steps);
         Ok(Step::new(self.observe(), reward as f32, terminated, truncated).with_info(info))
-    }
-}
-
-impl Snapshot for InvertedDoublePendulum {
-    type State = MujocoState;
-
-    fn snapshot(&self) -> MujocoState {
-        self.sim.snapshot(Vec::new())
-    }
-
-    fn restore(&mut self, state: &MujocoState) -> Result<()> {
-        self.sim.restore(state, 0)
     }
 }

@@ -4,8 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use mujoco_rs::prelude::*;
-use ndarray::ArrayView1;
-use rl_core::{RlCoreError, Space};
+use ndarray::{Array1, ArrayView1};
+use rand::RngCore;
+use rl_core::{RlCoreError, Space, Step};
 use serde::{Deserialize, Serialize};
 
 use crate::common::{check_box_action, EpisodeClock};
@@ -274,7 +275,7 @@ impl Sim {
     /// gymnasium's usual reset noise, drawn in this order: `qpos + U(±scale)` with NumPy's
     /// uniform, then `qvel + U(±scale)`, or `qvel + scale·N(0, 1)` with this crate's normal
     /// sampler when `normal_vel` (not NumPy's: equal in distribution only).
-    pub fn noisy_state(&self, rng: &mut dyn rand::RngCore, scale: f64, normal_vel: bool) -> (Vec<f64>, Vec<f64>) {
+    pub fn noisy_state(&self, rng: &mut dyn RngCore, scale: f64, normal_vel: bool) -> (Vec<f64>, Vec<f64>) {
         let qpos = add_uniform(rng, &self.init_qpos, -scale, scale);
         let qvel = if normal_vel {
             self.init_qvel.iter().map(|v| v + scale * crate::rng::standard_normal(rng)).collect()
@@ -285,8 +286,156 @@ impl Sim {
     }
 }
 
+/// Access to an environment's [`Sim`] (written by [`sim_env!`]).
+pub(crate) trait HasSim {
+    fn sim(&self) -> &Sim;
+    fn sim_mut(&mut self) -> &mut Sim;
+}
+
+/// What a gymnasium `MujocoEnv` of this module adds to [`Sim`]: its observation, its reset
+/// draws and its step; the provided methods are the shared rest (`reset_to_state`, `reset`,
+/// snapshots), which [`sim_env!`] exposes as the public methods and trait impls.
+pub(crate) trait SimEnv: HasSim {
+    /// How many values [`MujocoState::carry`] holds.
+    const CARRY: usize = 0;
+
+    /// The observation of the current state.
+    fn observe(&self) -> Array1<f32>;
+
+    /// gymnasium's reset draws: the `qpos`, `qvel` an episode starts from.
+    fn initial_state(&self, rng: &mut dyn RngCore) -> (Vec<f64>, Vec<f64>);
+
+    /// One environment step (gymnasium's `step`).
+    fn transition(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step>;
+
+    /// Recomputes what the step carries over after the state was set (default: nothing).
+    fn started(&mut self) {}
+
+    /// The carried values for [`MujocoState::carry`] (default: none).
+    fn carry(&self) -> Vec<f64> {
+        Vec::new()
+    }
+
+    /// Applies restored carried values, [`SimEnv::CARRY`] of them (default: none).
+    fn set_carry(&mut self, _carry: &[f64]) {}
+
+    /// gymnasium's `mj_resetData` + `set_state(qpos, qvel)`; returns the observation.
+    ///
+    /// # Errors
+    /// [`EnvError::Shape`] for wrong lengths, [`EnvError::NonFinite`] for NaN.
+    fn start(&mut self, qpos: &[f64], qvel: &[f64]) -> Result<Array1<f32>> {
+        self.sim_mut().set_state(qpos, qvel)?;
+        self.started();
+        Ok(self.observe())
+    }
+
+    /// [`SimEnv::initial_state`], then [`SimEnv::start`].
+    ///
+    /// # Errors
+    /// As [`SimEnv::start`], as an [`RlCoreError`].
+    fn reset_from(&mut self, rng: &mut dyn RngCore) -> rl_core::Result<Array1<f32>> {
+        let (qpos, qvel) = self.initial_state(rng);
+        self.start(&qpos, &qvel).map_err(|e| RlCoreError::invalid("reset state", "?", e.to_string()))
+    }
+
+    fn save(&self) -> MujocoState {
+        self.sim().snapshot(self.carry())
+    }
+
+    /// # Errors
+    /// As [`Sim::restore`].
+    fn load(&mut self, state: &MujocoState) -> Result<()> {
+        self.sim_mut().restore(state, Self::CARRY)?;
+        self.set_carry(&state.carry);
+        Ok(())
+    }
+}
+
+/// The public surface of an environment `$t` with the fields `sim: Sim`, `obs_space: Space`
+/// and its parameters `$field: $params`, on its [`SimEnv`] impl: `params()`, `qpos()`,
+/// `qvel()`, `dt()`, `reset_to_state`, [`rl_core::Env`], and with `snapshot`,
+/// [`crate::traits::Snapshot`] with [`MujocoState`].
+macro_rules! sim_env {
+    ($t:ty, $(#[$pdoc:meta])* $field:ident: $params:ty $(, $snapshot:ident)?) => {
+        impl $crate::mujoco::sim::HasSim for $t {
+            fn sim(&self) -> &$crate::mujoco::sim::Sim {
+                &self.sim
+            }
+            fn sim_mut(&mut self) -> &mut $crate::mujoco::sim::Sim {
+                &mut self.sim
+            }
+        }
+
+        impl $t {
+            $(#[$pdoc])*
+            pub fn params(&self) -> &$params {
+                &self.$field
+            }
+
+            /// Generalised positions.
+            pub fn qpos(&self) -> &[f64] {
+                self.sim.data.qpos()
+            }
+
+            /// Generalised velocities.
+            pub fn qvel(&self) -> &[f64] {
+                self.sim.data.qvel()
+            }
+
+            /// Seconds per environment step (`timestep · frame_skip`).
+            pub fn dt(&self) -> f64 {
+                self.sim.dt
+            }
+
+            /// Starts an episode from `qpos`, `qvel` (gymnasium's `mj_resetData` + `set_state`),
+            /// e.g. a state from a dataset; returns the observation.
+            ///
+            /// # Errors
+            /// [`EnvError::Shape`](crate::EnvError::Shape) for wrong lengths,
+            /// [`EnvError::NonFinite`](crate::EnvError::NonFinite) for NaN.
+            pub fn reset_to_state(&mut self, qpos: &[f64], qvel: &[f64]) -> $crate::Result<::ndarray::Array1<f32>> {
+                $crate::mujoco::sim::SimEnv::start(self, qpos, qvel)
+            }
+        }
+
+        impl ::rl_core::Env for $t {
+            fn observation_space(&self) -> &::rl_core::Space {
+                &self.obs_space
+            }
+
+            fn action_space(&self) -> &::rl_core::Space {
+                &self.sim.act_space
+            }
+
+            fn reset(&mut self, rng: &mut dyn ::rand::RngCore) -> ::rl_core::Result<::ndarray::Array1<f32>> {
+                $crate::mujoco::sim::SimEnv::reset_from(self, rng)
+            }
+
+            fn step(&mut self, action: ::ndarray::ArrayView1<'_, f32>) -> ::rl_core::Result<::rl_core::Step> {
+                $crate::mujoco::sim::SimEnv::transition(self, action)
+            }
+        }
+
+        $($crate::mujoco::sim::sim_env!(@$snapshot $t);)?
+    };
+    (@snapshot $t:ty) => {
+        impl $crate::traits::Snapshot for $t {
+            type State = $crate::mujoco::MujocoState;
+
+            fn snapshot(&self) -> $crate::mujoco::MujocoState {
+                $crate::mujoco::sim::SimEnv::save(self)
+            }
+
+            fn restore(&mut self, state: &$crate::mujoco::MujocoState) -> $crate::Result<()> {
+                $crate::mujoco::sim::SimEnv::load(self, state)
+            }
+        }
+    };
+}
+pub(crate) use sim_env;
+
 /// Gymnasium's reset noise `x + U(low, high)` per entry, drawn in order with NumPy's uniform.
-pub(crate) fn add_uniform(rng: &mut dyn rand::RngCore, base: &[f64], low: f64, high: f64) -> Vec<f64> {
+pub(crate) fn add_uniform(rng: &mut dyn RngCore, base: &[f64], low: f64, high: f64) -> Vec<f64> {
     base.iter().map(|b| b + crate::rng::uniform(rng, low, high)).collect()
 }
 
