@@ -95,6 +95,16 @@ fn numpy_norm2(xy: [f64; 2]) -> f64 {
     xy[1].mul_add(xy[1], xy[0] * xy[0]).sqrt()
 }
 
+/// v4's healthy reward: paid on every step unless an unhealthy state does not end the episode.
+fn alive_v4(healthy: bool, terminate_when_unhealthy: bool, healthy_reward: f64) -> f64 {
+    f64::from(u8::from(healthy || terminate_when_unhealthy)) * healthy_reward
+}
+
+/// v5's healthy reward: paid only while healthy.
+fn survive_v5(healthy: bool, healthy_reward: f64) -> f64 {
+    f64::from(u8::from(healthy)) * healthy_reward
+}
+
 pub(super) fn check_range(name: &str, r: [f64; 2]) -> Result<()> {
     if r[0].is_nan() || r[1].is_nan() || r[0] >= r[1] {
         return Err(EnvError::invalid(name, format!("{r:?}"), "need min < max"));
@@ -476,93 +486,94 @@ pub enum LocomotionTask {
     SwimmerV5(SwimmerV5Params),
 }
 
+/// `match` over every [`LocomotionTask`], binding its parameters to `$v4` in the v4 tasks and
+/// to `$v5` in the v5 ones (one expression for all when only one is given).
+macro_rules! each_task {
+    ($task:expr, $p:pat => $e:expr) => {
+        each_task!($task, $p => $e, $p => $e)
+    };
+    ($task:expr, $v4:pat => $e4:expr, $v5:pat => $e5:expr) => {
+        match $task {
+            LocomotionTask::Hopper($v4) => $e4,
+            LocomotionTask::HalfCheetah($v4) => $e4,
+            LocomotionTask::Walker2d($v4) => $e4,
+            LocomotionTask::Ant($v4) => $e4,
+            LocomotionTask::Swimmer($v4) => $e4,
+            LocomotionTask::HopperV5($v5) => $e5,
+            LocomotionTask::HalfCheetahV5($v5) => $e5,
+            LocomotionTask::Walker2dV5($v5) => $e5,
+            LocomotionTask::AntV5($v5) => $e5,
+            LocomotionTask::SwimmerV5($v5) => $e5,
+        }
+    };
+}
+
+/// The robot of a [`LocomotionTask`], whichever gymnasium version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Robot {
+    Hopper,
+    HalfCheetah,
+    Walker2d,
+    Ant,
+    Swimmer,
+}
+
+impl Robot {
+    /// v4's model file and frame skip.
+    fn v4_model(self) -> (&'static str, usize) {
+        match self {
+            Robot::Hopper => ("hopper.xml", 4),
+            Robot::HalfCheetah => ("half_cheetah.xml", 5),
+            Robot::Walker2d => ("walker2d.xml", 4),
+            Robot::Ant => ("ant.xml", 5),
+            Robot::Swimmer => ("swimmer.xml", 4),
+        }
+    }
+}
+
 impl LocomotionTask {
+    fn robot(&self) -> Robot {
+        match self {
+            LocomotionTask::Hopper(_) | LocomotionTask::HopperV5(_) => Robot::Hopper,
+            LocomotionTask::HalfCheetah(_) | LocomotionTask::HalfCheetahV5(_) => Robot::HalfCheetah,
+            LocomotionTask::Walker2d(_) | LocomotionTask::Walker2dV5(_) => Robot::Walker2d,
+            LocomotionTask::Ant(_) | LocomotionTask::AntV5(_) => Robot::Ant,
+            LocomotionTask::Swimmer(_) | LocomotionTask::SwimmerV5(_) => Robot::Swimmer,
+        }
+    }
+
     /// The model file: v4's fixed name (looked up in the assets folders) or v5's `xml_file`.
     fn model_path(&self) -> Result<PathBuf> {
-        let v4 = |file: &str, dir: &Option<PathBuf>| super::find_asset(file, dir.as_deref());
-        let v5 = |file: &Path, dir: &Option<PathBuf>| super::resolve_xml(file, dir.as_deref());
-        match self {
-            LocomotionTask::Hopper(p) => v4("hopper.xml", &p.assets_dir),
-            LocomotionTask::HalfCheetah(p) => v4("half_cheetah.xml", &p.assets_dir),
-            LocomotionTask::Walker2d(p) => v4("walker2d.xml", &p.assets_dir),
-            LocomotionTask::Ant(p) => v4("ant.xml", &p.assets_dir),
-            LocomotionTask::Swimmer(p) => v4("swimmer.xml", &p.assets_dir),
-            LocomotionTask::HopperV5(p) => v5(&p.xml_file, &p.assets_dir),
-            LocomotionTask::HalfCheetahV5(p) => v5(&p.xml_file, &p.assets_dir),
-            LocomotionTask::Walker2dV5(p) => v5(&p.xml_file, &p.assets_dir),
-            LocomotionTask::AntV5(p) => v5(&p.xml_file, &p.assets_dir),
-            LocomotionTask::SwimmerV5(p) => v5(&p.xml_file, &p.assets_dir),
-        }
+        let file = self.robot().v4_model().0;
+        each_task!(self,
+            p => super::find_asset(file, p.assets_dir.as_deref()),
+            p => super::resolve_xml(&p.xml_file, p.assets_dir.as_deref()))
     }
 
     fn frame_skip(&self) -> usize {
-        match self {
-            LocomotionTask::Hopper(_) | LocomotionTask::Walker2d(_) | LocomotionTask::Swimmer(_) => 4,
-            LocomotionTask::HalfCheetah(_) | LocomotionTask::Ant(_) => 5,
-            LocomotionTask::HopperV5(p) => p.frame_skip,
-            LocomotionTask::HalfCheetahV5(p) => p.frame_skip,
-            LocomotionTask::Walker2dV5(p) => p.frame_skip,
-            LocomotionTask::AntV5(p) => p.frame_skip,
-            LocomotionTask::SwimmerV5(p) => p.frame_skip,
-        }
+        each_task!(self, _ => self.robot().v4_model().1, p => p.frame_skip)
     }
 
     fn max_steps(&self) -> usize {
-        match self {
-            LocomotionTask::Hopper(p) => p.max_episode_steps,
-            LocomotionTask::HalfCheetah(p) => p.max_episode_steps,
-            LocomotionTask::Walker2d(p) => p.max_episode_steps,
-            LocomotionTask::Ant(p) => p.max_episode_steps,
-            LocomotionTask::Swimmer(p) => p.max_episode_steps,
-            LocomotionTask::HopperV5(p) => p.max_episode_steps,
-            LocomotionTask::HalfCheetahV5(p) => p.max_episode_steps,
-            LocomotionTask::Walker2dV5(p) => p.max_episode_steps,
-            LocomotionTask::AntV5(p) => p.max_episode_steps,
-            LocomotionTask::SwimmerV5(p) => p.max_episode_steps,
-        }
+        each_task!(self, p => p.max_episode_steps)
     }
 
+    /// How many leading `qpos` the observation drops: `x` (Ant and Swimmer: `x, y`) when
+    /// `exclude_current_positions_from_observation`.
     fn excluded_positions(&self) -> usize {
-        let (exclude, n) = match self {
-            LocomotionTask::Hopper(p) => (p.exclude_current_positions_from_observation, 1),
-            LocomotionTask::HalfCheetah(p) => (p.exclude_current_positions_from_observation, 1),
-            LocomotionTask::Walker2d(p) => (p.exclude_current_positions_from_observation, 1),
-            LocomotionTask::Ant(p) => (p.exclude_current_positions_from_observation, 2),
-            LocomotionTask::Swimmer(p) => (p.exclude_current_positions_from_observation, 2),
-            LocomotionTask::HopperV5(p) => (p.exclude_current_positions_from_observation, 1),
-            LocomotionTask::HalfCheetahV5(p) => (p.exclude_current_positions_from_observation, 1),
-            LocomotionTask::Walker2dV5(p) => (p.exclude_current_positions_from_observation, 1),
-            LocomotionTask::AntV5(p) => (p.exclude_current_positions_from_observation, 2),
-            LocomotionTask::SwimmerV5(p) => (p.exclude_current_positions_from_observation, 2),
-        };
-        n * usize::from(exclude)
+        let n = if matches!(self.robot(), Robot::Ant | Robot::Swimmer) { 2 } else { 1 };
+        n * usize::from(each_task!(self, p => p.exclude_current_positions_from_observation))
     }
 
-    /// `(noise scale, whether qvel noise is normal rather than uniform)`.
+    /// `(noise scale, whether qvel noise is normal rather than uniform)`: HalfCheetah's and
+    /// Ant's is normal.
     fn reset_noise(&self) -> (f64, bool) {
-        match self {
-            LocomotionTask::Hopper(p) => (p.reset_noise_scale, false),
-            LocomotionTask::Walker2d(p) => (p.reset_noise_scale, false),
-            LocomotionTask::HalfCheetah(p) => (p.reset_noise_scale, true),
-            LocomotionTask::Ant(p) => (p.reset_noise_scale, true),
-            LocomotionTask::Swimmer(p) => (p.reset_noise_scale, false),
-            LocomotionTask::HopperV5(p) => (p.reset_noise_scale, false),
-            LocomotionTask::Walker2dV5(p) => (p.reset_noise_scale, false),
-            LocomotionTask::HalfCheetahV5(p) => (p.reset_noise_scale, true),
-            LocomotionTask::AntV5(p) => (p.reset_noise_scale, true),
-            LocomotionTask::SwimmerV5(p) => (p.reset_noise_scale, false),
-        }
+        (each_task!(self, p => p.reset_noise_scale), matches!(self.robot(), Robot::HalfCheetah | Robot::Ant))
     }
 
     /// Hopper and Walker2d clip `qvel` to `[-10, 10]` in the observation.
     fn clips_velocity(&self) -> bool {
-        matches!(
-            self,
-            LocomotionTask::Hopper(_)
-                | LocomotionTask::Walker2d(_)
-                | LocomotionTask::HopperV5(_)
-                | LocomotionTask::Walker2dV5(_)
-        )
+        matches!(self.robot(), Robot::Hopper | Robot::Walker2d)
     }
 
     /// Whether the step needs `mj_rnePostConstraint` (contact forces in the reward).
@@ -618,89 +629,84 @@ pub struct Locomotion {
     obs_space: Space,
 }
 
+/// The public constructors of [`Locomotion`], one a task: `name(Params) => Variant;`
+/// writes `pub fn name(params: Valid<Params>) -> Result<Self>` starting [`LocomotionTask::Variant`].
+macro_rules! constructors {
+    ($($(#[$doc:meta])* $name:ident($params:ty) => $variant:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub fn $name(params: Valid<$params>) -> Result<Self> {
+                Self::new(LocomotionTask::$variant(params.into_inner()))
+            }
+        )*
+    };
+}
+
 impl Locomotion {
-    /// `Hopper-v4`.
-    ///
-    /// # Errors
-    /// [`EnvError::Missing`] when `hopper.xml` is not found, [`EnvError::Mujoco`] when MuJoCo
-    /// rejects it or is not version 3.17.0.
-    pub fn hopper(params: Valid<HopperParams>) -> Result<Self> {
-        Self::new(LocomotionTask::Hopper(params.into_inner()))
-    }
+    constructors! {
+        /// `Hopper-v4`.
+        ///
+        /// # Errors
+        /// [`EnvError::Missing`] when `hopper.xml` is not found, [`EnvError::Mujoco`] when MuJoCo
+        /// rejects it or is not version 3.17.0.
+        hopper(HopperParams) => Hopper;
 
-    /// `HalfCheetah-v4`.
-    ///
-    /// # Errors
-    /// As [`Locomotion::hopper`].
-    pub fn half_cheetah(params: Valid<HalfCheetahParams>) -> Result<Self> {
-        Self::new(LocomotionTask::HalfCheetah(params.into_inner()))
-    }
+        /// `HalfCheetah-v4`.
+        ///
+        /// # Errors
+        /// As [`Locomotion::hopper`].
+        half_cheetah(HalfCheetahParams) => HalfCheetah;
 
-    /// `Walker2d-v4`.
-    ///
-    /// # Errors
-    /// As [`Locomotion::hopper`].
-    pub fn walker2d(params: Valid<Walker2dParams>) -> Result<Self> {
-        Self::new(LocomotionTask::Walker2d(params.into_inner()))
-    }
+        /// `Walker2d-v4`.
+        ///
+        /// # Errors
+        /// As [`Locomotion::hopper`].
+        walker2d(Walker2dParams) => Walker2d;
 
-    /// `Ant-v4`.
-    ///
-    /// # Errors
-    /// As [`Locomotion::hopper`].
-    pub fn ant(params: Valid<AntParams>) -> Result<Self> {
-        Self::new(LocomotionTask::Ant(params.into_inner()))
-    }
+        /// `Ant-v4`.
+        ///
+        /// # Errors
+        /// As [`Locomotion::hopper`].
+        ant(AntParams) => Ant;
 
-    /// `Swimmer-v4`.
-    ///
-    /// # Errors
-    /// As [`Locomotion::hopper`].
-    pub fn swimmer(params: Valid<SwimmerParams>) -> Result<Self> {
-        Self::new(LocomotionTask::Swimmer(params.into_inner()))
-    }
+        /// `Swimmer-v4`.
+        ///
+        /// # Errors
+        /// As [`Locomotion::hopper`].
+        swimmer(SwimmerParams) => Swimmer;
 
-    /// `Hopper-v5`.
-    ///
-    /// # Errors
-    /// [`EnvError::Missing`] when `xml_file` is not found (naming it and where it was looked
-    /// for), [`EnvError::InvalidParameter`] (`xml_file`) when it cannot be read,
-    /// [`EnvError::Mujoco`] when MuJoCo rejects it or is not version 3.17.0.
-    pub fn hopper_v5(params: Valid<HopperV5Params>) -> Result<Self> {
-        Self::new(LocomotionTask::HopperV5(params.into_inner()))
-    }
+        /// `Hopper-v5`.
+        ///
+        /// # Errors
+        /// [`EnvError::Missing`] when `xml_file` is not found (naming it and where it was looked
+        /// for), [`EnvError::InvalidParameter`] (`xml_file`) when it cannot be read,
+        /// [`EnvError::Mujoco`] when MuJoCo rejects it or is not version 3.17.0.
+        hopper_v5(HopperV5Params) => HopperV5;
 
-    /// `HalfCheetah-v5`.
-    ///
-    /// # Errors
-    /// As [`Locomotion::hopper_v5`].
-    pub fn half_cheetah_v5(params: Valid<HalfCheetahV5Params>) -> Result<Self> {
-        Self::new(LocomotionTask::HalfCheetahV5(params.into_inner()))
-    }
+        /// `HalfCheetah-v5`.
+        ///
+        /// # Errors
+        /// As [`Locomotion::hopper_v5`].
+        half_cheetah_v5(HalfCheetahV5Params) => HalfCheetahV5;
 
-    /// `Walker2d-v5`.
-    ///
-    /// # Errors
-    /// As [`Locomotion::hopper_v5`].
-    pub fn walker2d_v5(params: Valid<Walker2dV5Params>) -> Result<Self> {
-        Self::new(LocomotionTask::Walker2dV5(params.into_inner()))
-    }
+        /// `Walker2d-v5`.
+        ///
+        /// # Errors
+        /// As [`Locomotion::hopper_v5`].
+        walker2d_v5(Walker2dV5Params) => Walker2dV5;
 
-    /// `Ant-v5`.
-    ///
-    /// # Errors
-    /// As [`Locomotion::hopper_v5`]; [`EnvError::InvalidParameter`] (`main_body`) when the
-    /// model has no such body.
-    pub fn ant_v5(params: Valid<AntV5Params>) -> Result<Self> {
-        Self::new(LocomotionTask::AntV5(params.into_inner()))
-    }
+        /// `Ant-v5`.
+        ///
+        /// # Errors
+        /// As [`Locomotion::hopper_v5`]; [`EnvError::InvalidParameter`] (`main_body`) when the
+        /// model has no such body.
+        ant_v5(AntV5Params) => AntV5;
 
-    /// `Swimmer-v5`.
-    ///
-    /// # Errors
-    /// As [`Locomotion::hopper_v5`].
-    pub fn swimmer_v5(params: Valid<SwimmerV5Params>) -> Result<Self> {
-        Self::new(LocomotionTask::SwimmerV5(params.into_inner()))
+        /// `Swimmer-v5`.
+        ///
+        /// # Errors
+        /// As [`Locomotion::hopper_v5`].
+        swimmer_v5(SwimmerV5Params) => SwimmerV5;
     }
 
     /// Compiles the model at `path`. `settotalmass` (half_cheetah.xml) is deprecated in MuJoCo
@@ -835,6 +841,36 @@ impl Locomotion {
         weight * sum_of_squares_f64(self.contact_forces(range))
     }
 
+    /// gymnasium's `is_healthy` after a step: Hopper every `qpos[2:]`, `qvel` inside
+    /// `healthy_state_range` and, as Walker2d, the height `qpos[1]` and angle `qpos[2]` inside
+    /// theirs (open ranges); Ant `qpos[2]` inside `healthy_z_range` (closed); the others always.
+    fn is_healthy(&self) -> bool {
+        let (q, v) = (self.sim.data.qpos(), self.sim.data.qvel());
+        let inside = |r: [f64; 2], x: f64| r[0] < x && x < r[1];
+        let upright = |z: [f64; 2], angle: [f64; 2]| inside(z, q[1]) && inside(angle, q[2]);
+        match &self.task {
+            LocomotionTask::Hopper(HopperParams {
+                healthy_state_range: s,
+                healthy_z_range: z,
+                healthy_angle_range: a,
+                ..
+            })
+            | LocomotionTask::HopperV5(HopperV5Params {
+                healthy_state_range: s,
+                healthy_z_range: z,
+                healthy_angle_range: a,
+                ..
+            }) => q[2..].iter().chain(v).all(|&x| inside(*s, x)) && upright(*z, *a),
+            LocomotionTask::Walker2d(Walker2dParams { healthy_z_range: z, healthy_angle_range: a, .. })
+            | LocomotionTask::Walker2dV5(Walker2dV5Params { healthy_z_range: z, healthy_angle_range: a, .. }) => {
+                upright(*z, *a)
+            }
+            LocomotionTask::Ant(AntParams { healthy_z_range: z, .. })
+            | LocomotionTask::AntV5(AntV5Params { healthy_z_range: z, .. }) => z[0] <= q[2] && q[2] <= z[1],
+            _ => true,
+        }
+    }
+
     fn apply_scales(&mut self, scales: [f64; 3]) -> Result<()> {
         let base = &self.base;
         edit_model(&mut self.sim.data, |model| {
@@ -877,56 +913,70 @@ impl SimEnv for Locomotion {
     }
 
     fn transition(&mut self, action: ArrayView1<'_, f32>) -> rl_core::Result<Step> {
-        let x_before = match self.task {
-            LocomotionTask::Ant(_) | LocomotionTask::AntV5(_) => self.torso_xy[0],
-            _ => self.sim.data.qpos()[0],
-        };
-        let y_before = self.sim.data.qpos()[1];
+        // Ant's velocity is its main body's (`xpos`), the others' that of `qpos[0]`, `qpos[1]`
+        let ant = self.task.robot() == Robot::Ant;
+        let planar = |q: &[f64]| [q[0], q[1]];
+        let before = if ant { self.torso_xy } else { planar(self.sim.data.qpos()) };
         self.sim.simulate(action)?;
+        let after = if ant { self.torso_position() } else { planar(self.sim.data.qpos()) };
+        let dt = self.sim.dt;
+        let (x_vel, y_vel) = ((after[0] - before[0]) / dt, (after[1] - before[1]) / dt);
+        let ctrl = Self::ctrl_cost(each_task!(&self.task, p => p.ctrl_cost_weight), action);
+        let healthy = self.is_healthy();
         let qpos = self.sim.data.qpos();
         let mut info = Info::with_capacity(9);
         let (reward, terminated) = match &self.task {
-            LocomotionTask::Hopper(p) => {
-                let x_vel = (qpos[0] - x_before) / self.sim.dt;
-                let (z, angle) = (qpos[1], qpos[2]);
-                let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
-                let state_ok = qpos[2..].iter().chain(self.sim.data.qvel()).all(|&v| inside(p.healthy_state_range, v));
-                let healthy = state_ok && inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
-                let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
-                let r = p.forward_reward_weight * x_vel + healthy_reward - Self::ctrl_cost(p.ctrl_cost_weight, action);
+            LocomotionTask::Hopper(HopperParams {
+                forward_reward_weight: w,
+                healthy_reward: h,
+                terminate_when_unhealthy: t,
+                ..
+            })
+            | LocomotionTask::Walker2d(Walker2dParams {
+                forward_reward_weight: w,
+                healthy_reward: h,
+                terminate_when_unhealthy: t,
+                ..
+            }) => {
                 info.insert("x_position", qpos[0]);
                 info.insert("x_velocity", x_vel);
-                (r, p.terminate_when_unhealthy && !healthy)
+                (w * x_vel + alive_v4(healthy, *t, *h) - ctrl, *t && !healthy)
             }
-            LocomotionTask::Walker2d(p) => {
-                let x_vel = (qpos[0] - x_before) / self.sim.dt;
-                let (z, angle) = (qpos[1], qpos[2]);
-                let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
-                let healthy = inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
-                let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
-                let r = p.forward_reward_weight * x_vel + healthy_reward - Self::ctrl_cost(p.ctrl_cost_weight, action);
+            LocomotionTask::HopperV5(HopperV5Params {
+                forward_reward_weight: w,
+                healthy_reward: h,
+                terminate_when_unhealthy: t,
+                ..
+            })
+            | LocomotionTask::Walker2dV5(Walker2dV5Params {
+                forward_reward_weight: w,
+                healthy_reward: h,
+                terminate_when_unhealthy: t,
+                ..
+            }) => {
+                let forward = w * x_vel;
+                let survive = survive_v5(healthy, *h);
                 info.insert("x_position", qpos[0]);
+                info.insert("z_distance_from_origin", qpos[1] - self.sim.init_qpos[1]);
                 info.insert("x_velocity", x_vel);
-                (r, p.terminate_when_unhealthy && !healthy)
+                info.insert("reward_forward", forward);
+                info.insert("reward_ctrl", -ctrl);
+                info.insert("reward_survive", survive);
+                (forward + survive - ctrl, *t && !healthy)
             }
-            LocomotionTask::HalfCheetah(p) => {
-                let x_vel = (qpos[0] - x_before) / self.sim.dt;
-                let forward = p.forward_reward_weight * x_vel;
-                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+            LocomotionTask::HalfCheetah(HalfCheetahParams { forward_reward_weight: w, .. })
+            | LocomotionTask::HalfCheetahV5(HalfCheetahV5Params { forward_reward_weight: w, .. }) => {
+                let forward = w * x_vel;
                 info.insert("x_position", qpos[0]);
                 info.insert("x_velocity", x_vel);
-                info.insert("reward_run", forward);
+                // v4 calls the forward reward `reward_run`
+                let v4 = matches!(self.task, LocomotionTask::HalfCheetah(_));
+                info.insert(if v4 { "reward_run" } else { "reward_forward" }, forward);
                 info.insert("reward_ctrl", -ctrl);
                 (forward - ctrl, false)
             }
             LocomotionTask::Ant(p) => {
-                let after = self.torso_position();
-                let x_vel = (after[0] - x_before) / self.sim.dt;
-                let y_vel = (after[1] - self.torso_xy[1]) / self.sim.dt;
-                let z = qpos[2];
-                let healthy = p.healthy_z_range[0] <= z && z <= p.healthy_z_range[1];
-                let healthy_reward = f64::from(u8::from(healthy || p.terminate_when_unhealthy)) * p.healthy_reward;
-                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                let healthy_reward = alive_v4(healthy, p.terminate_when_unhealthy, p.healthy_reward);
                 let mut costs = ctrl;
                 info.insert("reward_forward", x_vel);
                 info.insert("reward_ctrl", -ctrl);
@@ -943,76 +993,11 @@ impl SimEnv for Locomotion {
                     // gymnasium's Ant-v4 overwrites `reward_ctrl` with the contact cost
                     info.insert("reward_ctrl", -contact);
                 }
-                self.torso_xy = after;
                 (x_vel + healthy_reward - costs, p.terminate_when_unhealthy && !healthy)
             }
-            LocomotionTask::Swimmer(p) => {
-                let (x, y) = (qpos[0], qpos[1]);
-                let (x_vel, y_vel) = ((x - x_before) / self.sim.dt, (y - y_before) / self.sim.dt);
-                let forward = p.forward_reward_weight * x_vel;
-                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
-                info.insert("reward_fwd", forward);
-                info.insert("reward_ctrl", -ctrl);
-                info.insert("x_position", x);
-                info.insert("y_position", y);
-                info.insert("distance_from_origin", numpy_norm2([x, y]));
-                info.insert("x_velocity", x_vel);
-                info.insert("y_velocity", y_vel);
-                info.insert("forward_reward", forward);
-                (forward - ctrl, false)
-            }
-            LocomotionTask::HopperV5(p) => {
-                let x_vel = (qpos[0] - x_before) / self.sim.dt;
-                let (z, angle) = (qpos[1], qpos[2]);
-                let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
-                let state_ok = qpos[2..].iter().chain(self.sim.data.qvel()).all(|&v| inside(p.healthy_state_range, v));
-                let healthy = state_ok && inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
-                let forward = p.forward_reward_weight * x_vel;
-                let survive = f64::from(u8::from(healthy)) * p.healthy_reward;
-                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
-                info.insert("x_position", qpos[0]);
-                info.insert("z_distance_from_origin", z - self.sim.init_qpos[1]);
-                info.insert("x_velocity", x_vel);
-                info.insert("reward_forward", forward);
-                info.insert("reward_ctrl", -ctrl);
-                info.insert("reward_survive", survive);
-                (forward + survive - ctrl, p.terminate_when_unhealthy && !healthy)
-            }
-            LocomotionTask::Walker2dV5(p) => {
-                let x_vel = (qpos[0] - x_before) / self.sim.dt;
-                let (z, angle) = (qpos[1], qpos[2]);
-                let inside = |r: [f64; 2], v: f64| r[0] < v && v < r[1];
-                let healthy = inside(p.healthy_z_range, z) && inside(p.healthy_angle_range, angle);
-                let forward = p.forward_reward_weight * x_vel;
-                let survive = f64::from(u8::from(healthy)) * p.healthy_reward;
-                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
-                info.insert("x_position", qpos[0]);
-                info.insert("z_distance_from_origin", z - self.sim.init_qpos[1]);
-                info.insert("x_velocity", x_vel);
-                info.insert("reward_forward", forward);
-                info.insert("reward_ctrl", -ctrl);
-                info.insert("reward_survive", survive);
-                (forward + survive - ctrl, p.terminate_when_unhealthy && !healthy)
-            }
-            LocomotionTask::HalfCheetahV5(p) => {
-                let x_vel = (qpos[0] - x_before) / self.sim.dt;
-                let forward = p.forward_reward_weight * x_vel;
-                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
-                info.insert("x_position", qpos[0]);
-                info.insert("x_velocity", x_vel);
-                info.insert("reward_forward", forward);
-                info.insert("reward_ctrl", -ctrl);
-                (forward - ctrl, false)
-            }
             LocomotionTask::AntV5(p) => {
-                let after = self.torso_position();
-                let x_vel = (after[0] - x_before) / self.sim.dt;
-                let y_vel = (after[1] - self.torso_xy[1]) / self.sim.dt;
-                let z = qpos[2];
-                let healthy = p.healthy_z_range[0] <= z && z <= p.healthy_z_range[1];
                 let forward = x_vel * p.forward_reward_weight;
-                let survive = f64::from(u8::from(healthy)) * p.healthy_reward;
-                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
+                let survive = survive_v5(healthy, p.healthy_reward);
                 let contact = self.contact_cost(p.contact_cost_weight, p.contact_force_range);
                 info.insert("x_position", qpos[0]);
                 info.insert("y_position", qpos[1]);
@@ -1023,17 +1008,25 @@ impl SimEnv for Locomotion {
                 info.insert("reward_ctrl", -ctrl);
                 info.insert("reward_contact", -contact);
                 info.insert("reward_survive", survive);
-                self.torso_xy = after;
                 (forward + survive - (ctrl + contact), p.terminate_when_unhealthy && !healthy)
             }
-            LocomotionTask::SwimmerV5(p) => {
-                let (x, y) = (qpos[0], qpos[1]);
-                let (x_vel, y_vel) = ((x - x_before) / self.sim.dt, (y - y_before) / self.sim.dt);
+            LocomotionTask::Swimmer(p) => {
                 let forward = p.forward_reward_weight * x_vel;
-                let ctrl = Self::ctrl_cost(p.ctrl_cost_weight, action);
-                info.insert("x_position", x);
-                info.insert("y_position", y);
-                info.insert("distance_from_origin", numpy_norm2([x, y]));
+                info.insert("reward_fwd", forward);
+                info.insert("reward_ctrl", -ctrl);
+                info.insert("x_position", after[0]);
+                info.insert("y_position", after[1]);
+                info.insert("distance_from_origin", numpy_norm2(after));
+                info.insert("x_velocity", x_vel);
+                info.insert("y_velocity", y_vel);
+                info.insert("forward_reward", forward);
+                (forward - ctrl, false)
+            }
+            LocomotionTask::SwimmerV5(p) => {
+                let forward = p.forward_reward_weight * x_vel;
+                info.insert("x_position", after[0]);
+                info.insert("y_position", after[1]);
+                info.insert("distance_from_origin", numpy_norm2(after));
                 info.insert("x_velocity", x_vel);
                 info.insert("y_velocity", y_vel);
                 info.insert("reward_forward", forward);
@@ -1041,6 +1034,9 @@ impl SimEnv for Locomotion {
                 (forward - ctrl, false)
             }
         };
+        if ant {
+            self.torso_xy = after;
+        }
         let truncated = self.sim.clock.tick(terminated, self.task.max_steps());
         Ok(Step::new(self.observe(), reward as f32, terminated, truncated).with_info(info))
     }
