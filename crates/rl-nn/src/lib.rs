@@ -23,6 +23,9 @@
 //!   loaded file, then restored; every agent and offline algorithm checkpoints through it.
 //! - [`check`]: checks of caller tensors (rank, every dimension, kind, device, device
 //!   availability) before any libtorch op.
+//! - [`layers`]: [`layers::Linear`], [`layers::LayerNorm`] and a pre-LayerNorm causal
+//!   self-attention [`layers::TransformerBlock`] (attention + MLP, optional KV cache), the
+//!   shared pieces of rl-lm's language model and aigb's transformers.
 //! - [`Mlp`] and [`EnsembleMlp`] ([`MlpConfig`]: widths, [`Activation`], LayerNorm,
 //!   initialisers); ensembles run all members in one batched matmul per layer.
 //! - [`soft_update`] / [`hard_update`] for target networks; [`default_device`]: CUDA when
@@ -79,6 +82,7 @@ pub mod convert;
 pub mod device;
 pub mod error;
 pub mod init;
+pub mod layers;
 pub mod mlp;
 pub mod optim;
 pub mod parts;
@@ -111,5 +115,6 @@ mod autotraits {
         has_send::<super::EnsembleMlp>();
         has_send::<super::RlNnError>();
         has_send::<super::Adam>();
+        has_send::<super::layers::TransformerBlock>();
     }
 }
