@@ -1,7 +1,10 @@
-//! The decoder-only transformer and its KV cache.
+//! The decoder-only transformer and its KV cache, built from `rl_nn::layers` (its blocks are
+//! [`rl_nn::layers::TransformerBlock`]s with a fused `attn.qkv`, its final norm a
+//! [`rl_nn::layers::LayerNorm`]).
 
 use rand::Rng;
 use rl_nn::init::{self, Init};
+use rl_nn::layers::{BlockConfig, BlockInit, LayerNorm, QkvLayout, TransformerBlock};
 use tch::nn::{Path, VarStore};
 use tch::{Device, Kind, Tensor};
 
@@ -13,49 +16,26 @@ use crate::error::{LmError, Result};
 /// is never used.
 const MASKED: f64 = -1e9;
 
-#[derive(Debug)]
-struct Block {
-    ln1_w: Tensor,
-    ln1_b: Tensor,
-    qkv_w: Tensor,
-    qkv_b: Tensor,
-    proj_w: Tensor,
-    proj_b: Tensor,
-    ln2_w: Tensor,
-    ln2_b: Tensor,
-    fc1_w: Tensor,
-    fc1_b: Tensor,
-    fc2_w: Tensor,
-    fc2_b: Tensor,
-}
-
-/// Creates the variable `dotted` (e.g. `"attn.qkv.weight"`: dots make sub-paths) under
-/// `root`, drawn from `rng` (never libtorch's global generator).
+/// Creates the variable `dotted` (e.g. `"tok_emb.weight"`: dots make sub-paths) under `root`,
+/// drawn from `rng` (never libtorch's global generator).
 fn var<R: Rng + ?Sized>(root: &Path<'_>, dotted: &str, dims: &[i64], init: Init, rng: &mut R) -> Result<Tensor> {
     Ok(init::var(root, dotted, dims, init, rng)?)
 }
 
-impl Block {
-    fn new<R: Rng + ?Sized>(p: &Path<'_>, cfg: &LmConfig, rng: &mut R) -> Result<Self> {
-        let (d, f) = (cfg.d_model, cfg.d_ff);
-        let w = Init::Normal { mean: 0.0, std: cfg.init_std };
+/// The block configuration of `cfg`: fused `attn.qkv`, GPT-2's initialisation (normal with std
+/// `init_std`, residual projections scaled by `1/√(2·n_layers)`, biases 0), no dropout.
+fn block_config(cfg: &LmConfig) -> Result<rl_core::Valid<BlockConfig>> {
+    let init = BlockInit::Normal {
+        std: cfg.init_std,
         // GPT-2: residual projections scaled by 1/sqrt(2 n_layers).
-        let w_res = Init::Normal { mean: 0.0, std: cfg.init_std / (2.0 * cfg.n_layers as f64).sqrt() };
-        Ok(Self {
-            ln1_w: var(p, "ln1.weight", &[d], Init::Ones, rng)?,
-            ln1_b: var(p, "ln1.bias", &[d], Init::Zeros, rng)?,
-            qkv_w: var(p, "attn.qkv.weight", &[3 * d, d], w, rng)?,
-            qkv_b: var(p, "attn.qkv.bias", &[3 * d], Init::Zeros, rng)?,
-            proj_w: var(p, "attn.proj.weight", &[d, d], w_res, rng)?,
-            proj_b: var(p, "attn.proj.bias", &[d], Init::Zeros, rng)?,
-            ln2_w: var(p, "ln2.weight", &[d], Init::Ones, rng)?,
-            ln2_b: var(p, "ln2.bias", &[d], Init::Zeros, rng)?,
-            fc1_w: var(p, "mlp.fc1.weight", &[f, d], w, rng)?,
-            fc1_b: var(p, "mlp.fc1.bias", &[f], Init::Zeros, rng)?,
-            fc2_w: var(p, "mlp.fc2.weight", &[d, f], w_res, rng)?,
-            fc2_b: var(p, "mlp.fc2.bias", &[d], Init::Zeros, rng)?,
-        })
-    }
+        residual_std: cfg.init_std / (2.0 * cfg.n_layers as f64).sqrt(),
+    };
+    Ok(rl_core::Params::check(
+        BlockConfig::new(cfg.d_model, cfg.n_heads, cfg.d_ff)
+            .qkv(QkvLayout::Fused)
+            .init(init)
+            .layer_norm_eps(cfg.layer_norm_eps),
+    )?)
 }
 
 /// Per-layer key/value tensors of the tokens seen so far, for incremental decoding.
@@ -128,9 +108,8 @@ pub struct TransformerLm {
     vs: VarStore,
     tok_emb: Tensor,
     pos_emb: Tensor,
-    blocks: Vec<Block>,
-    lnf_w: Tensor,
-    lnf_b: Tensor,
+    blocks: Vec<TransformerBlock>,
+    ln_f: LayerNorm,
     head: Option<Tensor>,
 }
 
@@ -150,12 +129,13 @@ impl TransformerLm {
         let tok_emb = var(&root, "tok_emb.weight", &[v, d], w, rng)?;
         let pos_emb = var(&root, "pos_emb.weight", &[cfg.max_len, d], w, rng)?;
         let blocks_path = root.sub("blocks");
-        let blocks =
-            (0..cfg.n_layers).map(|i| Block::new(&blocks_path.sub(i), cfg, rng)).collect::<Result<Vec<_>>>()?;
-        let lnf_w = var(&root, "ln_f.weight", &[d], Init::Ones, rng)?;
-        let lnf_b = var(&root, "ln_f.bias", &[d], Init::Zeros, rng)?;
+        let block_cfg = block_config(cfg)?;
+        let blocks = (0..cfg.n_layers)
+            .map(|i| Ok(TransformerBlock::new(&blocks_path.sub(i), &block_cfg, rng)?))
+            .collect::<Result<Vec<_>>>()?;
+        let ln_f = LayerNorm::new(&root, "ln_f", d, cfg.layer_norm_eps, rng)?;
         let head = if cfg.tie_embeddings { None } else { Some(var(&root, "lm_head.weight", &[v, d], w, rng)?) };
-        Ok(Self { cfg: cfg.clone(), vs, tok_emb, pos_emb, blocks, lnf_w, lnf_b, head })
+        Ok(Self { cfg: cfg.clone(), vs, tok_emb, pos_emb, blocks, ln_f, head })
     }
 
     /// The model's configuration.
@@ -318,35 +298,28 @@ impl TransformerLm {
         bias: &Tensor,
         past: Option<(&[Tensor], &[Tensor])>,
     ) -> Result<(Tensor, Vec<(Tensor, Tensor)>)> {
-        let cfg = &self.cfg;
-        let (b, s) = (ids.size()[0], ids.size()[1]);
-        let (d, h, hd) = (cfg.d_model, cfg.n_heads, cfg.head_dim());
-        let scale = 1.0 / (hd as f64).sqrt();
         let mut x = Tensor::f_embedding(&self.tok_emb, ids, -1, false, false)?
             + Tensor::f_embedding(&self.pos_emb, positions, -1, false, false)?;
         let mut kv = Vec::with_capacity(self.blocks.len());
         for (i, blk) in self.blocks.iter().enumerate() {
-            let hx = x.f_layer_norm([d], Some(&blk.ln1_w), Some(&blk.ln1_b), cfg.layer_norm_eps, true)?;
-            let qkv = hx.f_linear(&blk.qkv_w, Some(&blk.qkv_b))?;
-            let parts = qkv.f_chunk(3, -1)?;
-            let heads = |t: &Tensor| -> Result<Tensor> { Ok(t.f_view([b, s, h, hd])?.f_transpose(1, 2)?) };
-            let q = heads(&parts[0])?;
-            let mut k = heads(&parts[1])?;
-            let mut v = heads(&parts[2])?;
-            if let Some((pk, pv)) = past {
-                k = Tensor::f_cat(&[&pk[i], &k], 2)?;
-                v = Tensor::f_cat(&[&pv[i], &v], 2)?;
-            }
-            let att = (q.f_matmul(&k.f_transpose(-2, -1)?)? * scale + bias).f_softmax(-1, Kind::Float)?;
-            let y = att.f_matmul(&v)?.f_transpose(1, 2)?.f_contiguous()?.f_view([b, s, d])?;
-            // Not `+=`: the in-place add would clobber a tensor autograd saved for backward.
-            x = x.f_add(&y.f_linear(&blk.proj_w, Some(&blk.proj_b))?)?;
-            let hx = x.f_layer_norm([d], Some(&blk.ln2_w), Some(&blk.ln2_b), cfg.layer_norm_eps, true)?;
-            let ff = hx.f_linear(&blk.fc1_w, Some(&blk.fc1_b))?.f_gelu("none")?;
-            x = x.f_add(&ff.f_linear(&blk.fc2_w, Some(&blk.fc2_b))?)?;
-            kv.push((k, v));
+            let layer_past = match past {
+                Some((pk, pv)) => match (pk.get(i), pv.get(i)) {
+                    (Some(k), Some(v)) => Some((k, v)),
+                    _ => {
+                        return Err(LmError::Shape {
+                            what: "KV cache (layers)".into(),
+                            expected: format!("{} layers", self.blocks.len()),
+                            got: vec![pk.len() as i64, pv.len() as i64],
+                        })
+                    }
+                },
+                None => None,
+            };
+            let out = blk.forward(&x, bias, layer_past, None)?;
+            x = out.hidden;
+            kv.push((out.keys, out.values));
         }
-        let x = x.f_layer_norm([d], Some(&self.lnf_w), Some(&self.lnf_b), cfg.layer_norm_eps, true)?;
+        let x = self.ln_f.forward(&x)?;
         let head = self.head.as_ref().unwrap_or(&self.tok_emb);
         let logits = x.f_linear::<Tensor>(head, None)?;
         Ok((logits, kv))
