@@ -37,8 +37,14 @@
 //! - [`HfModel::sample`]: batched KV-cached sampling (temperature, top-p, top-k, stop ids)
 //!   returning tokens and behaviour log-probs ([`SampleParams`], [`Sample`]).
 //!
-//! Not yet here (see `docs/rl-hf.md`): memory-bounded
-//! (recompute-in-backward) training log-probs, the policy trait shared with `rl-lm`.
+//! - [`HfModel::token_logprobs_deferred`]: the same log-probs with the LM head recomputed
+//!   chunk by chunk in the backward pass, so `[B, T, V]` logits never exist at once.
+//! - LoRA adapters in PEFT's layout ([`lora`]): [`HfModel::add_lora`],
+//!   [`HfModel::load_adapter`], [`HfModel::save_adapter`], [`HfModel::merge_lora`];
+//!   [`HfModel::trainable_var_store`] is what an optimiser takes.
+//!
+//! `rlvr-train`'s `HfPolicy` drives these models in the RLVR trainer; what is not supported
+//! yet is listed in `docs/rl-hf.md`.
 //!
 //! Binaries using this crate need the libtorch `build.rs` wiring described in [`rl_nn`].
 #![deny(missing_docs)]
@@ -48,6 +54,7 @@
 pub mod config;
 pub mod error;
 pub mod logprob;
+pub mod lora;
 pub mod model;
 pub mod sample;
 pub mod tokenizer;
@@ -56,6 +63,7 @@ pub mod weights;
 pub use config::{Family, HfConfig, Rope, CONFIG_FILE};
 pub use error::{HfError, Result};
 pub use logprob::{DeferredLogProbs, LogProbParams, TokenLogProbs};
+pub use lora::{LoraParams, LoraTarget, ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE};
 pub use model::{left_pad, HfDtype, HfModel, KvCache, SaveParams};
 pub use sample::{Sample, SampleParams};
 pub use tokenizer::{ChatMessage, HfTokenizer, CHAT_TEMPLATE_FILE, TOKENIZER_CONFIG_FILE, TOKENIZER_FILE};

@@ -9,6 +9,7 @@ use tch::{nn, Device, Kind, Tensor};
 
 use crate::config::{HfConfig, Rope, CONFIG_FILE};
 use crate::error::{input_err, HfError, Result};
+use crate::lora::{self, LoraPair, LoraParams, LoraState, LoraTarget, ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE};
 use crate::weights;
 
 /// The dtype the weights are held (and the forward computed) in.
@@ -132,11 +133,43 @@ impl KvCache {
 struct Linear {
     w: Tensor,
     b: Option<Tensor>,
+    /// The LoRA adapter of this projection, when one is attached.
+    lora: Option<LoraPair>,
 }
 
 impl Linear {
     fn apply(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.f_linear(&self.w, self.b.as_ref())?)
+        let y = x.f_linear(&self.w, self.b.as_ref())?;
+        match &self.lora {
+            None => Ok(y),
+            Some(l) => l.add_to(x, y),
+        }
+    }
+}
+
+impl Layer {
+    fn linear(&self, t: LoraTarget) -> &Linear {
+        match t {
+            LoraTarget::QProj => &self.q,
+            LoraTarget::KProj => &self.k,
+            LoraTarget::VProj => &self.v,
+            LoraTarget::OProj => &self.o,
+            LoraTarget::GateProj => &self.gate,
+            LoraTarget::UpProj => &self.up,
+            LoraTarget::DownProj => &self.down,
+        }
+    }
+
+    fn linear_mut(&mut self, t: LoraTarget) -> &mut Linear {
+        match t {
+            LoraTarget::QProj => &mut self.q,
+            LoraTarget::KProj => &mut self.k,
+            LoraTarget::VProj => &mut self.v,
+            LoraTarget::OProj => &mut self.o,
+            LoraTarget::GateProj => &mut self.gate,
+            LoraTarget::UpProj => &mut self.up,
+            LoraTarget::DownProj => &mut self.down,
+        }
     }
 }
 
@@ -171,6 +204,7 @@ pub struct HfModel {
     norm: Tensor,
     layers: Vec<Layer>,
     inv_freq: Tensor,
+    lora: Option<LoraState>,
 }
 
 fn rms_norm(x: &Tensor, w: &Tensor, eps: f64) -> Result<Tensor> {
@@ -307,7 +341,7 @@ impl HfModel {
         for l in 0..config.num_hidden_layers {
             let p = format!("model.layers.{l}");
             let lin = |n: &str, bias: bool| -> Result<Linear> {
-                Ok(Linear { w: get(&format!("{p}.{n}.weight"))?, b: opt(format!("{p}.{n}.bias"), bias)? })
+                Ok(Linear { w: get(&format!("{p}.{n}.weight"))?, b: opt(format!("{p}.{n}.bias"), bias)?, lora: None })
             };
             layers.push(Layer {
                 input_norm: get(&format!("{p}.input_layernorm.weight"))?,
@@ -333,6 +367,7 @@ impl HfModel {
             dtype,
             vs,
             config,
+            lora: None,
         })
     }
 
@@ -342,10 +377,8 @@ impl HfModel {
     /// # Errors
     /// libtorch failures.
     pub fn frozen_copy(&self) -> Result<Self> {
-        let mut tensors = BTreeMap::new();
-        for (name, t) in self.vs.variables() {
-            tensors.insert(name, t.f_detach()?); // from_tensors copies into new variables
-        }
+        // With an adapter attached: the merged weights (what the model computes now).
+        let tensors = self.merged_tensors()?; // from_tensors copies into new variables
         let mut copy = Self::from_tensors(self.config.clone(), &tensors, self.device(), self.dtype)?;
         copy.vs.freeze();
         Ok(copy)
@@ -378,13 +411,16 @@ impl HfModel {
     /// Writes `config.json` and the weights (`model.safetensors`, or shards + index above
     /// `params.max_shard_bytes`) to `dir`, in the layout transformers' `from_pretrained`
     /// reads. A tied head is not written (as transformers does). Returns the weight files.
+    /// With a LoRA adapter attached, the weights written are the merged ones (`W + s·BA`, what
+    /// the model computes and what an inference engine reloads); the adapter itself is written
+    /// by [`save_adapter`](Self::save_adapter).
     ///
     /// # Errors
     /// I/O and libtorch failures.
     pub fn save_pretrained(&self, dir: impl AsRef<Path>, params: &rl_core::Valid<SaveParams>) -> Result<Vec<PathBuf>> {
         let dir = dir.as_ref();
         let stored = params.dtype.unwrap_or(self.dtype);
-        let tensors: BTreeMap<String, Tensor> = self.vs.variables().into_iter().collect();
+        let tensors = self.merged_tensors()?;
         let files = weights::write(dir, &tensors, stored.kind(), params.max_shard_bytes)?;
         let cfg = serde_json::to_string_pretty(&self.config.to_json(stored.hf_name()))?;
         let path = dir.join(CONFIG_FILE);
@@ -603,6 +639,216 @@ impl HfModel {
             }
             Ok(Tensor::f_cat(&out, 1)?)
         })
+    }
+}
+
+impl HfModel {
+    /// The weight `[out, in]` of projection `t` of layer `l`.
+    pub(crate) fn base_weight(&self, l: i64, t: LoraTarget) -> Result<&Tensor> {
+        let layer = usize::try_from(l)
+            .ok()
+            .and_then(|l| self.layers.get(l))
+            .ok_or_else(|| input_err("layer", format!("0 <= layer < {}", self.layers.len()), l))?;
+        Ok(&layer.linear(t).w)
+    }
+
+    /// Names and shapes `A` `[r, in]`, `B` `[out, r]` of an adapter (base-model names).
+    fn lora_shapes(&self, params: &LoraParams) -> Result<BTreeMap<String, Vec<i64>>> {
+        let mut out = BTreeMap::new();
+        for l in 0..self.config.num_hidden_layers {
+            for t in &params.targets {
+                let base = format!("model.layers.{l}.{}", t.path());
+                let w = self.base_weight(l, *t)?;
+                let [o, i] = w.size()[..] else {
+                    return Err(input_err(&base, "a [out, in] weight", format!("{:?}", w.size())));
+                };
+                out.insert(format!("{base}.lora_A.weight"), vec![params.r, i]);
+                out.insert(format!("{base}.lora_B.weight"), vec![o, params.r]);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The attached LoRA adapter's parameters, if any.
+    #[must_use]
+    pub fn lora(&self) -> Option<&LoraParams> {
+        self.lora.as_ref().map(|s| &s.params)
+    }
+
+    /// The variables an optimiser should train: the adapter's `A` and `B` matrices when one is
+    /// attached (the base weights are frozen then), otherwise every parameter
+    /// ([`var_store`](Self::var_store)). Names follow the base model's
+    /// (`model.layers.0.self_attn.q_proj.lora_A.weight`).
+    #[must_use]
+    pub fn trainable_var_store(&self) -> &nn::VarStore {
+        self.lora.as_ref().map_or(&self.vs, |s| &s.vs)
+    }
+
+    /// Attaches a fresh LoRA adapter to the projections `params.targets` of every layer,
+    /// initialised as PEFT does by default (`A` uniform in `±1/√in`, `B = 0`, so the model
+    /// computes what it did before; drawn from a ChaCha8 stream of `seed`), and freezes the
+    /// base weights.
+    ///
+    /// # Errors
+    /// [`HfError::InvalidParameter`] (`lora`) when an adapter is already attached; libtorch
+    /// failures.
+    pub fn add_lora(&mut self, params: &rl_core::Valid<LoraParams>, seed: u64) -> Result<()> {
+        let shapes = self.lora_shapes(params)?;
+        let tensors = lora::init(&shapes, seed)?;
+        self.attach_lora((**params).clone(), &tensors)
+    }
+
+    /// Attaches the PEFT adapter saved in `dir` (`adapter_config.json` read by
+    /// [`LoraParams::from_peft_file`], `adapter_model.safetensors` checked tensor by tensor:
+    /// names, F32/BF16/F16, shapes `[r, in]` and `[out, r]` for every targeted projection of
+    /// every layer, nothing else) and freezes the base weights.
+    ///
+    /// # Errors
+    /// The config errors of [`LoraParams::from_peft_file`]; [`HfError::MissingFile`],
+    /// [`HfError::Corrupt`], [`HfError::MissingTensor`], [`HfError::UnexpectedTensors`],
+    /// [`HfError::TensorShape`], [`HfError::TensorDtype`] for the weights;
+    /// [`HfError::InvalidParameter`] (`lora`) when an adapter is already attached.
+    pub fn load_adapter(&mut self, dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        let params = LoraParams::from_peft_file(dir.join(ADAPTER_CONFIG_FILE))?;
+        let shapes = self.lora_shapes(&params)?;
+        let peft_shapes: BTreeMap<String, Vec<i64>> =
+            shapes.iter().map(|(n, s)| (lora::to_peft_name(n), s.clone())).collect();
+        let read = crate::weights::read_file_checked(&dir.join(ADAPTER_WEIGHTS_FILE), &peft_shapes)?;
+        let mut tensors = BTreeMap::new();
+        for (name, t) in read {
+            let base = lora::from_peft_name(&name).unwrap_or(&name).to_owned();
+            tensors.insert(base, t);
+        }
+        self.attach_lora(params, &tensors)
+    }
+
+    fn attach_lora(&mut self, params: LoraParams, tensors: &BTreeMap<String, Tensor>) -> Result<()> {
+        if self.lora.is_some() {
+            return Err(HfError::InvalidParameter {
+                name: "lora".into(),
+                value: "a second adapter".into(),
+                reason: "an adapter is already attached (merge_lora first)".into(),
+            });
+        }
+        let vs = nn::VarStore::new(self.device());
+        {
+            let root = vs.root();
+            for (name, t) in tensors {
+                let parts: Vec<&str> = name.split('.').collect();
+                let Some((last, dirs)) = parts.split_last() else { continue };
+                let mut p = root.clone();
+                for d in dirs {
+                    p = p.sub(*d);
+                }
+                let _var = p.f_var_copy(last, &t.f_to_kind(Kind::Float)?)?;
+            }
+        }
+        let vars = vs.variables();
+        let scale = params.scale();
+        let mut pairs = Vec::new();
+        for l in 0..self.layers.len() {
+            for t in &params.targets {
+                let base = format!("model.layers.{l}.{}", t.path());
+                let get = |m: &str| -> Result<Tensor> {
+                    let name = format!("{base}.{m}.weight");
+                    vars.get(&name)
+                        .map(Tensor::shallow_clone)
+                        .ok_or(HfError::MissingTensor { path: "<adapter>".into(), name })
+                };
+                pairs.push((l, *t, LoraPair { a: get("lora_A")?, b: get("lora_B")?, scale }));
+            }
+        }
+        for (l, t, pair) in pairs {
+            if let Some(layer) = self.layers.get_mut(l) {
+                layer.linear_mut(t).lora = Some(pair);
+            }
+        }
+        self.vs.freeze();
+        self.lora = Some(LoraState { params, vs });
+        Ok(())
+    }
+
+    /// Writes the attached adapter in PEFT's layout: `adapter_config.json` (with
+    /// `base_model_name_or_path` when given) and `adapter_model.safetensors` (f32, PEFT's
+    /// names `base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight`, ...), which
+    /// PEFT's `PeftModel.from_pretrained` loads.
+    ///
+    /// # Errors
+    /// [`HfError::InvalidParameter`] (`lora`) when no adapter is attached; I/O and libtorch
+    /// failures.
+    pub fn save_adapter(&self, dir: impl AsRef<Path>, base_model: Option<&str>) -> Result<()> {
+        let dir = dir.as_ref();
+        let state = self.lora.as_ref().ok_or_else(no_adapter)?;
+        std::fs::create_dir_all(dir)?;
+        let tensors: BTreeMap<String, Tensor> =
+            state.vs.variables().into_iter().map(|(n, t)| (lora::to_peft_name(&n), t)).collect();
+        crate::weights::write_file(&dir.join(ADAPTER_WEIGHTS_FILE), &tensors, Kind::Float)?;
+        let cfg = serde_json::to_string_pretty(&state.params.to_peft_json(base_model))?;
+        let path = dir.join(ADAPTER_CONFIG_FILE);
+        let tmp = path.with_extension("tmp-rl-hf");
+        std::fs::write(&tmp, cfg)?;
+        std::fs::rename(&tmp, &path)?;
+        Ok(())
+    }
+
+    /// The model's weights (transformers' names, detached) with the attached adapter merged
+    /// in (`W + s·BA` in the model dtype, as PEFT's `merge_and_unload`); the plain weights
+    /// without one.
+    ///
+    /// # Errors
+    /// libtorch failures.
+    pub fn merged_tensors(&self) -> Result<BTreeMap<String, Tensor>> {
+        let mut out = BTreeMap::new();
+        for (name, t) in self.vs.variables() {
+            out.insert(name, t.f_detach()?);
+        }
+        if let Some(state) = &self.lora {
+            tch::no_grad(|| -> Result<()> {
+                for (l, layer) in self.layers.iter().enumerate() {
+                    for t in &state.params.targets {
+                        let lin = layer.linear(*t);
+                        if let Some(pair) = &lin.lora {
+                            let merged = lin.w.f_detach()?.f_add(&pair.delta(lin.w.kind())?)?;
+                            out.insert(format!("model.layers.{l}.{}.weight", t.path()), merged);
+                        }
+                    }
+                }
+                Ok(())
+            })?;
+        }
+        Ok(out)
+    }
+
+    /// Folds the attached adapter into the base weights (`W ← W + s·BA`), removes it and makes
+    /// the base weights trainable again: PEFT's `merge_and_unload`.
+    ///
+    /// # Errors
+    /// [`HfError::InvalidParameter`] (`lora`) when no adapter is attached; libtorch failures.
+    pub fn merge_lora(&mut self) -> Result<()> {
+        let state = self.lora.take().ok_or_else(no_adapter)?;
+        tch::no_grad(|| -> Result<()> {
+            for layer in &mut self.layers {
+                for t in &state.params.targets {
+                    let lin = layer.linear_mut(*t);
+                    if let Some(pair) = lin.lora.take() {
+                        let delta = pair.delta(lin.w.kind())?;
+                        let _ = lin.w.f_add_(&delta)?;
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        self.vs.unfreeze();
+        Ok(())
+    }
+}
+
+fn no_adapter() -> HfError {
+    HfError::InvalidParameter {
+        name: "lora".into(),
+        value: "none".into(),
+        reason: "no LoRA adapter is attached".into(),
     }
 }
 

@@ -85,12 +85,30 @@ fn kind_of(dtype: Dtype) -> Option<Kind> {
 /// one reported, sorted), its dtype is F32/BF16/F16 and its shape is the expected one; nothing
 /// else is present (all extra names reported).
 pub(crate) fn read_checked(dir: &Path, expected: &BTreeMap<String, Vec<i64>>) -> Result<BTreeMap<String, Tensor>> {
-    let files = weight_files(dir)?;
-    let dir_shown = shown(dir);
+    read_files_checked(&weight_files(dir)?, &shown(dir), expected)
+}
+
+/// [`read_checked`] on one safetensors file (an adapter's weights), with the same checks.
+pub(crate) fn read_file_checked(
+    file: &Path,
+    expected: &BTreeMap<String, Vec<i64>>,
+) -> Result<BTreeMap<String, Tensor>> {
+    if !file.is_file() {
+        return Err(HfError::MissingFile { path: shown(file) });
+    }
+    read_files_checked(&[(file.to_path_buf(), None)], &shown(file), expected)
+}
+
+fn read_files_checked(
+    files: &[(PathBuf, Option<BTreeSet<String>>)],
+    dir_shown: &str,
+    expected: &BTreeMap<String, Vec<i64>>,
+) -> Result<BTreeMap<String, Tensor>> {
+    let dir_shown = dir_shown.to_owned();
     let mut out: BTreeMap<String, Tensor> = BTreeMap::new();
     let mut extra: BTreeSet<String> = BTreeSet::new();
     let mut seen: HashMap<String, PathBuf> = HashMap::new();
-    for (file, listed) in &files {
+    for (file, listed) in files {
         let bytes = read_file(file)?;
         let st = SafeTensors::deserialize(&bytes)
             .map_err(|e| HfError::Corrupt { path: shown(file), reason: format!("safetensors: {e:?}") })?;
@@ -192,6 +210,25 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
+fn serialize(items: &[&(String, Bytes)]) -> Result<Vec<u8>> {
+    let mut meta = HashMap::new();
+    meta.insert("format".to_owned(), "pt".to_owned());
+    safetensors::tensor::serialize(items.iter().map(|(n, b)| (n.as_str(), b)), &Some(meta)).map_err(|e| {
+        HfError::InvalidParameter { name: "tensors".into(), value: String::new(), reason: format!("{e:?}") }
+    })
+}
+
+/// Writes `tensors` (sorted by name) in `kind` as one safetensors file at `path` (written to a
+/// temporary name, then renamed).
+pub(crate) fn write_file(path: &Path, tensors: &BTreeMap<String, Tensor>, kind: Kind) -> Result<()> {
+    let mut all: Vec<(String, Bytes)> = Vec::with_capacity(tensors.len());
+    for (name, t) in tensors {
+        all.push((name.clone(), to_bytes(t, kind)?));
+    }
+    let items: Vec<&(String, Bytes)> = all.iter().collect();
+    write_atomic(path, &serialize(&items)?)
+}
+
 /// Writes `tensors` (sorted by name) as `model.safetensors`, or, when their total size is above
 /// `max_shard_bytes`, as `model-0000i-of-0000n.safetensors` shards of at most that size (a
 /// single tensor larger than it gets a shard of its own) plus `model.safetensors.index.json`.
@@ -223,18 +260,10 @@ pub(crate) fn write(
             last.push(item);
         }
     }
-    let mut meta = HashMap::new();
-    meta.insert("format".to_owned(), "pt".to_owned());
-    let meta = Some(meta);
-    let ser = |items: &[&(String, Bytes)]| {
-        safetensors::tensor::serialize(items.iter().map(|(n, b)| (n.as_str(), b)), &meta).map_err(|e| {
-            HfError::InvalidParameter { name: "tensors".into(), value: String::new(), reason: format!("{e:?}") }
-        })
-    };
     let mut written = Vec::new();
     if shards.len() == 1 {
         let path = dir.join(WEIGHTS_FILE);
-        write_atomic(&path, &ser(&shards[0])?)?;
+        write_atomic(&path, &serialize(&shards[0])?)?;
         let stale = dir.join(INDEX_FILE);
         if stale.is_file() {
             std::fs::remove_file(stale)?;
@@ -246,7 +275,7 @@ pub(crate) fn write(
         for (i, shard) in shards.iter().enumerate() {
             let file = format!("model-{:05}-of-{n:05}.safetensors", i + 1);
             let path = dir.join(&file);
-            write_atomic(&path, &ser(shard)?)?;
+            write_atomic(&path, &serialize(shard)?)?;
             for (name, _) in shard {
                 weight_map.insert(name.clone(), Value::from(file.clone()));
             }
