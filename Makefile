@@ -64,6 +64,9 @@ test-examples: provision provision-mujoco
 	@# the same loop on a Hugging Face directory (a tiny random Qwen2 + BPE tokenizer, rl-hf's fixture)
 	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny_hf.toml --out target/rlvr-demo-tiny-hf
 	@test -f target/rlvr-demo-tiny-hf/model/model.safetensors
+	@# the same with a LoRA adapter (rank 4): merged model + PEFT adapter
+	$(CARGO) run --quiet --features full --example rlvr_demo -- --quiet --config examples/configs/tiny_hf.toml --lora 4 --out target/rlvr-demo-tiny-hf-lora
+	@test -f target/rlvr-demo-tiny-hf-lora/model/model.safetensors && test -f target/rlvr-demo-tiny-hf-lora/model/adapter/adapter_model.safetensors
 	$(CARGO) run --quiet --features full --example sac_pendulum -- --steps 400 --random-steps 200 --hidden 16 --eval-every 200 --quiet --out target/sac-pendulum-tiny
 	$(CARGO) run --quiet --features full --example ppo_cartpole -- --steps 1024 --eval-every 512 --quiet --out target/ppo-cartpole-tiny
 	$(CARGO) run --quiet --features full --example agents_speed -- --seconds 0.05 --hidden 16,16 --batch 32

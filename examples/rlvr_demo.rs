@@ -44,6 +44,11 @@ struct Args {
     /// layout) at the end.
     #[arg(long, value_name = "rl-lm|hf:DIR")]
     model: Option<String>,
+    /// With an HF policy: train a LoRA adapter of this rank on every projection (alpha = 2 x
+    /// rank) instead of every weight; `OUT/model` then holds the merged model and the PEFT
+    /// adapter under `adapter/`. The config's `[hf.lora]` table sets the other fields.
+    #[arg(long, value_name = "RANK")]
+    lora: Option<i64>,
     /// Continue the run whose output folder is DIR from its checkpoint (`DIR/checkpoint`,
     /// written after the warm start, at evaluations and at the end): its config, its logs, the
     /// same end as without the interruption. Only --steps and --budget may change (to extend).
@@ -180,6 +185,11 @@ fn config_from_args(a: &Args) -> Result<RunConfig> {
             }
             _ => bail!("--model {m:?}: expected `rl-lm` or `hf:DIR`"),
         },
+    }
+    if let Some(r) = a.lora {
+        let Some(hf) = cfg.hf.as_mut() else { bail!("--lora needs an HF policy (--model hf:DIR or an [hf] table)") };
+        let targets = frugal_rl::rl_hf::LoraTarget::ALL;
+        hf.lora = Some(frugal_rl::rl_hf::LoraParams::default().r(r).alpha(2.0 * r as f64).targets(targets));
     }
     frugal_rl::core::Params::validate(&cfg)?;
     Ok(cfg)
@@ -706,6 +716,7 @@ fn main() -> Result<()> {
                 || a.seed.is_some()
                 || a.selector.is_some()
                 || a.model.is_some()
+                || a.lora.is_some()
                 || a.no_replay
                 || a.loss.is_some()
                 || a.sft_steps.is_some()

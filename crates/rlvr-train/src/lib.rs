@@ -63,7 +63,7 @@ pub use config::{EvalConfig, MixedPool, RlConfig, RunConfig, SelectorConfig, Sft
 pub use engine::PolicyEngine;
 pub use error::{Result, TrainError};
 pub use eval::{pass_at_k, EvalReport};
-pub use policy::{Generated, HfPolicy, HfPolicyConfig, Policy, PolicySource, ResponseLogProbs, Sampling};
+pub use policy::{Generated, HfPolicy, HfPolicyConfig, Policy, PolicySource, ResponseLogProbs, Sampling, ADAPTER_DIR};
 pub use rollout::{GroupSampling, RolloutGroup, RolloutTimes};
 pub use tasks::{PoolSide, TaskSet};
 pub use trainer::{

@@ -276,6 +276,12 @@ impl Policy for TransformerLm {
 /// | `chat_template` | `false` | render each prompt as one user message with the tokenizer's chat template (`add_generation_prompt`), as an instruct model expects; else the prompt text itself, after BOS when the tokenizer has one |
 /// | `logprob_chunk` | 256 | positions per LM-head chunk of the training log-probs (memory: one `[B, chunk, V]` chunk) |
 /// | `stop` | `[]` | extra stop tokens (strings) besides EOS and the chat end-of-turn tokens found in the vocabulary (`<\|im_end\|>`, `<\|eot_id\|>`, `<\|end_of_text\|>`) |
+/// | `lora` | none | train a LoRA adapter ([`rl_hf::LoraParams`]: `r`, `alpha`, `targets`, `rslora`) instead of every weight; the base stays frozen |
+/// | `lora_seed` | 0 | seed of the fresh adapter's `A` matrices |
+///
+/// With `lora`, the optimiser and the trainer's checkpoints hold the adapter only (the base is
+/// `dir`'s, reloaded on resume), and [`Policy::save`] writes the merged model (what transformers
+/// and an inference engine load) plus the adapter in PEFT's layout under `adapter/`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HfPolicyConfig {
@@ -293,7 +299,16 @@ pub struct HfPolicyConfig {
     /// Extra stop tokens.
     #[serde(default)]
     pub stop: Vec<String>,
+    /// A LoRA adapter to train instead of the full model.
+    #[serde(default)]
+    pub lora: Option<rl_hf::LoraParams>,
+    /// Seed of the fresh adapter.
+    #[serde(default)]
+    pub lora_seed: u64,
 }
+
+/// Where [`Policy::save`] puts the adapter of a LoRA policy, inside the model directory.
+pub const ADAPTER_DIR: &str = "adapter";
 
 fn default_chunk() -> i64 {
     256
@@ -302,7 +317,15 @@ fn default_chunk() -> i64 {
 impl HfPolicyConfig {
     /// The model in `dir`, defaults elsewhere.
     pub fn new(dir: impl Into<PathBuf>) -> Self {
-        Self { dir: dir.into(), dtype: HfDtype::F32, chat_template: false, logprob_chunk: 256, stop: Vec::new() }
+        Self {
+            dir: dir.into(),
+            dtype: HfDtype::F32,
+            chat_template: false,
+            logprob_chunk: 256,
+            stop: Vec::new(),
+            lora: None,
+            lora_seed: 0,
+        }
     }
 
     /// Checks the fields that need no file (`hf.logprob_chunk`).
@@ -315,6 +338,9 @@ impl HfPolicyConfig {
         }
         if self.dir.as_os_str().is_empty() {
             return Err(invalid("hf.dir", "\"\"", "name the model directory"));
+        }
+        if let Some(l) = &self.lora {
+            rl_core::Params::validate(l).map_err(|e| invalid("hf.lora", format!("{l:?}"), &e.to_string()))?;
         }
         Ok(())
     }
@@ -342,17 +368,30 @@ impl HfPolicy {
     /// model's vocabulary.
     pub fn load(cfg: &HfPolicyConfig, device: Device) -> Result<Self> {
         cfg.validate()?;
-        let model = HfModel::from_pretrained(&cfg.dir, device, cfg.dtype)?;
+        let mut model = HfModel::from_pretrained(&cfg.dir, device, cfg.dtype)?;
+        if let Some(l) = &cfg.lora {
+            model.add_lora(&l.clone().check()?, cfg.lora_seed)?;
+        }
         let tokenizer = HfTokenizer::from_dir(&cfg.dir)?;
         Self::new(model, tokenizer, cfg.clone())
     }
 
-    /// A policy of a loaded model and tokenizer (`cfg.dir` is what the run's config records).
+    /// A policy of a loaded model and tokenizer (`cfg.dir` is what the run's config records;
+    /// with `cfg.lora` the model must carry an adapter of those parameters,
+    /// [`HfModel::add_lora`]).
     ///
     /// # Errors
-    /// As [`load`](Self::load), without the file errors.
+    /// As [`load`](Self::load), without the file errors; [`TrainError::InvalidConfig`]
+    /// (`hf.lora`) when the model's adapter is not the one `cfg.lora` describes.
     pub fn new(model: HfModel, tokenizer: HfTokenizer, cfg: HfPolicyConfig) -> Result<Self> {
         cfg.validate()?;
+        if model.lora() != cfg.lora.as_ref() {
+            return Err(invalid(
+                "hf.lora",
+                format!("{:?}", cfg.lora),
+                &format!("the model carries the adapter {:?}", model.lora()),
+            ));
+        }
         let vocab = model.config().vocab_size;
         if tokenizer.vocab_size() > vocab {
             return Err(invalid(
@@ -450,7 +489,7 @@ impl Policy for HfPolicy {
         self.model.device()
     }
     fn var_store(&self) -> &VarStore {
-        self.model.var_store()
+        self.model.trainable_var_store()
     }
     fn encode_prompt(&self, text: &str) -> Result<Vec<i64>> {
         if self.cfg.chat_template {
@@ -535,6 +574,10 @@ impl Policy for HfPolicy {
     fn save(&self, path: &Path) -> Result<()> {
         let params = rl_hf::SaveParams::default().check()?;
         self.model.save_pretrained(path, &params)?;
+        if self.model.lora().is_some() {
+            let base = self.cfg.dir.display().to_string();
+            self.model.save_adapter(path.join(ADAPTER_DIR), Some(&base))?;
+        }
         for f in [rl_hf::TOKENIZER_FILE, rl_hf::TOKENIZER_CONFIG_FILE, rl_hf::CHAT_TEMPLATE_FILE] {
             let src = self.cfg.dir.join(f);
             if src.is_file() {
@@ -544,6 +587,26 @@ impl Policy for HfPolicy {
         Ok(())
     }
     fn load(&mut self, path: &Path) -> Result<()> {
+        if let Some(lora) = self.model.lora() {
+            // The adapter saved under `adapter/`, on this policy's own base (`hf.dir`).
+            let adapter = path.join(ADAPTER_DIR);
+            let mut other = HfModel::from_pretrained(&self.cfg.dir, self.model.device(), self.model.dtype())?;
+            other.load_adapter(&adapter)?;
+            if other.lora() != Some(lora) {
+                return Err(invalid(
+                    "sft.init_checkpoint",
+                    adapter.display(),
+                    &format!("holds the adapter {:?}, hf.lora is {lora:?}", other.lora()),
+                ));
+            }
+            let tensors: std::collections::BTreeMap<String, Tensor> =
+                rl_nn::checkpoint::var_store_tensors(other.trainable_var_store(), "").into_iter().collect();
+            let shown = adapter.display().to_string();
+            let vs = self.model.trainable_var_store();
+            rl_nn::checkpoint::check_map(vs, &tensors, "", rl_nn::LoadMode::Strict, &shown)?;
+            rl_nn::checkpoint::load_map(vs, &tensors, "", rl_nn::LoadMode::Strict, &shown)?;
+            return Ok(());
+        }
         let other = HfModel::from_pretrained(path, self.model.device(), self.model.dtype())?;
         if other.config() != self.model.config() {
             return Err(invalid(

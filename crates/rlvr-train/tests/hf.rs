@@ -172,3 +172,60 @@ fn bad_hf_configs_are_typed_errors() -> Result<()> {
     ensure!(policy.completion_text(&[40, 100_000, 2]).is_err());
     Ok(())
 }
+
+#[test]
+fn a_lora_run_trains_the_adapter_only_resumes_and_saves_both_layouts() -> Result<()> {
+    let mut cfg = tiny_hf()?;
+    let lora = rl_hf::LoraParams::default().r(4).alpha(8.0).targets(rl_hf::LoraTarget::ALL);
+    cfg.hf = Some(HfPolicyConfig { lora: Some(lora.clone()), lora_seed: 5, ..cfg.hf.clone().unwrap() });
+    // The TOML form of the same table.
+    let toml = "[hf]\ndir = \"d\"\nlora_seed = 5\n[hf.lora]\nr = 4\nalpha = 8.0\ntargets = [\"q_proj\", \"k_proj\", \"v_proj\", \"o_proj\", \"gate_proj\", \"up_proj\", \"down_proj\"]\n";
+    ensure!(RunConfig::from_toml_str(toml)?.hf.unwrap().lora == Some(lora.clone()));
+    let mut t = Trainer::new(cfg.clone())?;
+    let base = HfModel::from_pretrained(fixture(), Device::Cpu, HfDtype::F32)?;
+    let names: Vec<String> = weights(&t).into_iter().map(|(n, _)| n).collect();
+    ensure!(names.len() == 2 * 7 * base.config().num_hidden_layers as usize, "the optimiser holds A and B only");
+    ensure!(names.iter().all(|n| n.ends_with("lora_A.weight") || n.ends_with("lora_B.weight")), "{names:?}");
+    let before = weights(&t);
+    let losses = t.warm_start(&mut |_, _| {})?;
+    ensure!(losses[3] < losses[0], "the adapter's warm start lowers the token nll: {losses:?}");
+    t.step()?;
+    let after = weights(&t);
+    ensure!(before.iter().zip(&after).any(|((_, a), (_, b))| !a.equal(b)), "training changed no adapter matrix");
+    // Resume: the checkpoint holds the adapter; the base comes from hf.dir again.
+    let dir = tempfile::tempdir()?;
+    t.save_checkpoint(dir.path())?;
+    let mut resumed = Trainer::resume(dir.path())?;
+    let (a, b) = (t.step()?, resumed.step()?);
+    ensure!(a.reward_mean == b.reward_mean && a.rollouts == b.rollouts);
+    for ((n, x), (_, y)) in weights(&t).iter().zip(&weights(&resumed)) {
+        ensure!(x.equal(y), "{n} differs after resuming");
+    }
+
+    // save: the merged model (transformers' layout) plus the PEFT adapter under adapter/.
+    let out = tempfile::tempdir()?;
+    t.policy().save(out.path())?;
+    let lp = |p: &dyn Policy| -> Result<Tensor> {
+        let (prompts, responses): (Vec<i64>, Vec<i64>) = (vec![5, 9, 14], vec![3, 7, 2]);
+        tch::no_grad(|| Ok(p.response_logprobs(&[&prompts], &[&responses], 1.0, false)?.logprobs))
+    };
+    let want = lp(t.policy())?;
+    // The merged directory is a plain model with the trained policy's outputs.
+    let merged = HfModel::from_pretrained(out.path(), Device::Cpu, HfDtype::F32)?;
+    ensure!(merged.lora().is_none());
+    let merged = HfPolicy::new(merged, HfTokenizer::from_dir(out.path())?, HfPolicyConfig::new(out.path()))?;
+    ensure!((&lp(&merged)? - &want).abs().max().double_value(&[]) < 1e-4, "merged model = trained policy");
+    // A warm start from that directory loads the adapter into a fresh LoRA policy on hf.dir's
+    // base: exactly the trained policy (so the base weights did not move either).
+    let mut p = HfPolicy::load(cfg.hf.as_ref().unwrap(), Device::Cpu)?;
+    p.load(out.path())?;
+    ensure!(lp(&p)?.equal(&want), "saved adapter on the fixture base = trained policy");
+    // Another rank in the config than in the saved adapter: a typed error.
+    let other = HfPolicyConfig { lora: Some(lora.clone().r(2)), ..cfg.hf.clone().unwrap() };
+    let mut q = HfPolicy::load(&other, Device::Cpu)?;
+    ensure!(q.load(out.path()).is_err());
+    // A bad adapter config is refused before anything loads.
+    let bad = HfPolicyConfig { lora: Some(lora.r(0)), ..cfg.hf.clone().unwrap() };
+    ensure!(matches!(bad.validate(), Err(TrainError::InvalidConfig { field, .. }) if field == "hf.lora"));
+    Ok(())
+}
