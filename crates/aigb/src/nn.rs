@@ -15,14 +15,13 @@ use serde::{Deserialize, Serialize};
 use tch::{nn::Path, nn::VarStore, Device, Kind, Tensor};
 
 use crate::error::{AigbError, Result};
-use rl_nn::init::{self, Init};
+use rl_core::Params;
+use rl_nn::layers::{self, BlockConfig, BlockInit, QkvLayout, TransformerBlock};
 
-/// A fully connected layer `y = x Wᵀ + b` with PyTorch's `nn.Linear` initialisation.
+/// A fully connected layer `y = x Wᵀ + b` with a bias and PyTorch's `nn.Linear` initialisation:
+/// [`rl_nn::layers::Linear`] with this crate's error type.
 #[derive(Debug)]
-pub(crate) struct Linear {
-    w: Tensor,
-    b: Tensor,
-}
+pub(crate) struct Linear(layers::Linear);
 
 impl Linear {
     pub(crate) fn new(
@@ -32,35 +31,31 @@ impl Linear {
         output: i64,
         rng: &mut rl_core::SeededRng,
     ) -> Result<Self> {
-        let (w, b) = init::linear(path, name, input, output, true, rng)?;
-        let b = b.ok_or_else(|| AigbError::NotReady(format!("linear layer {name} without bias")))?;
-        Ok(Self { w, b })
+        Ok(Self(layers::Linear::new(path, name, input, output, true, rng)?))
     }
 
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.f_linear(&self.w, Some(&self.b))?)
+        Ok(self.0.forward(x)?)
     }
 }
 
-/// Layer normalisation over the last dimension (ε = 1e-5, weight 1, bias 0 at start).
+/// Layer normalisation over the last dimension (ε = 1e-5, weight 1, bias 0 at start):
+/// [`rl_nn::layers::LayerNorm`] with this crate's error type.
 #[derive(Debug)]
-pub(crate) struct LayerNorm {
-    w: Tensor,
-    b: Tensor,
-    d: i64,
-}
+pub(crate) struct LayerNorm(layers::LayerNorm);
 
 impl LayerNorm {
     pub(crate) fn new(path: &Path<'_>, name: &str, d: i64, rng: &mut rl_core::SeededRng) -> Result<Self> {
-        let w = init::var(path, &format!("{name}.weight"), &[d], Init::Ones, rng)?;
-        let b = init::var(path, &format!("{name}.bias"), &[d], Init::Zeros, rng)?;
-        Ok(Self { w, b, d })
+        Ok(Self(layers::LayerNorm::new(path, name, d, LAYER_NORM_EPS, rng)?))
     }
 
     pub(crate) fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.f_layer_norm([self.d], Some(&self.w), Some(&self.b), 1e-5, false)?)
+        Ok(self.0.forward(x)?)
     }
 }
+
+/// ε of every layer norm of the crate (PyTorch's default).
+const LAYER_NORM_EPS: f64 = 1e-5;
 
 /// Sizes of the crate's causal transformer (pre-LayerNorm GPT blocks; used by `dt` and `traj_eval`).
 ///
@@ -118,48 +113,34 @@ impl rl_core::Params for TransformerParams {
     }
 }
 
-/// One pre-LayerNorm block: `x + Attn(LN(x))`, then `x + MLP(LN(x))` (GELU), as AuctionNet's
-/// decision transformer `Block`.
-#[derive(Debug)]
-struct Block {
-    ln1: LayerNorm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    proj: Linear,
-    ln2: LayerNorm,
-    fc1: Linear,
-    fc2: Linear,
-}
-
 /// A stack of causal self-attention blocks over `[B, T, d]` tokens with a key padding mask
 /// (masked keys and future keys get a −10⁴ logit, as AuctionNet's `CausalSelfAttention`).
+///
+/// Each block is an [`rl_nn::layers::TransformerBlock`] as AuctionNet's decision transformer
+/// `Block`: pre-LayerNorm, `x + Attn(LN(x))`, then `x + MLP(LN(x))` (GELU), separate
+/// `attn.{query,key,value}` projections, PyTorch's `nn.Linear` initialisation, variables
+/// `blocks.{i}.…` under the transformer's path.
 #[derive(Debug)]
 pub(crate) struct CausalTransformer {
-    blocks: Vec<Block>,
-    heads: i64,
+    blocks: Vec<TransformerBlock>,
     d: i64,
-    dropout: f64,
 }
 
 impl CausalTransformer {
     pub(crate) fn new(path: &Path<'_>, p: &TransformerParams, rng: &mut rl_core::SeededRng) -> Result<Self> {
         let d = p.d_model;
+        let cfg = BlockConfig::new(d, p.n_heads, p.d_ff)
+            .qkv(QkvLayout::Separate)
+            .init(BlockInit::TorchLinear)
+            .layer_norm_eps(LAYER_NORM_EPS)
+            .dropout(p.dropout)
+            .check()?;
+        let blocks_path = path.sub("blocks");
         let mut blocks = Vec::with_capacity(p.n_layers);
         for i in 0..p.n_layers {
-            let b = format!("blocks.{i}");
-            blocks.push(Block {
-                ln1: LayerNorm::new(path, &format!("{b}.ln1"), d, rng)?,
-                q: Linear::new(path, &format!("{b}.attn.query"), d, d, rng)?,
-                k: Linear::new(path, &format!("{b}.attn.key"), d, d, rng)?,
-                v: Linear::new(path, &format!("{b}.attn.value"), d, d, rng)?,
-                proj: Linear::new(path, &format!("{b}.attn.proj"), d, d, rng)?,
-                ln2: LayerNorm::new(path, &format!("{b}.ln2"), d, rng)?,
-                fc1: Linear::new(path, &format!("{b}.mlp.fc1"), d, p.d_ff, rng)?,
-                fc2: Linear::new(path, &format!("{b}.mlp.fc2"), p.d_ff, d, rng)?,
-            });
+            blocks.push(TransformerBlock::new(&blocks_path.sub(i), &cfg, rng)?);
         }
-        Ok(Self { blocks, heads: p.n_heads, d, dropout: p.dropout })
+        Ok(Self { blocks, d })
     }
 
     /// `x`: `[B, T, d]`; `mask`: `[B, T]` (1 = real token, 0 = padding), same kind as `x`.
@@ -195,24 +176,10 @@ impl CausalTransformer {
             .f_sub_scalar(1.0)?
             .f_add(&mask.f_view([b, 1, 1, t])?.f_sub_scalar(1.0)?)?
             .f_mul_scalar(1e4)?;
-        let hd = self.d / self.heads;
-        let scale = 1.0 / (hd as f64).sqrt();
         let mut h = x.shallow_clone();
         for blk in &self.blocks {
-            let a = blk.ln1.forward(&h)?;
-            let split = |z: Tensor| -> Result<Tensor> { Ok(z.f_view([b, t, self.heads, hd])?.f_transpose(1, 2)?) };
-            let q = split(blk.q.forward(&a)?)?;
-            let k = split(blk.k.forward(&a)?)?;
-            let v = split(blk.v.forward(&a)?)?;
-            let att = q.f_matmul(&k.f_transpose(-2, -1)?)?.f_mul_scalar(scale)?.f_add(&bias)?;
-            let att = att.f_softmax(-1, att.kind())?;
-            let att = rl_nn::rand::dropout(&att, self.dropout, train, rng)?;
-            let y = att.f_matmul(&v)?.f_transpose(1, 2)?.f_contiguous()?.f_view([b, t, self.d])?;
-            let y = rl_nn::rand::dropout(&blk.proj.forward(&y)?, self.dropout, train, rng)?;
-            h = h.f_add(&y)?;
-            let m = blk.fc2.forward(&blk.fc1.forward(&blk.ln2.forward(&h)?)?.f_gelu("none")?)?;
-            let m = rl_nn::rand::dropout(&m, self.dropout, train, rng)?;
-            h = h.f_add(&m)?;
+            let dropout_rng: Option<&mut dyn rand::RngCore> = if train { Some(&mut *rng) } else { None };
+            h = blk.forward(&h, &bias, None, dropout_rng)?.hidden;
         }
         Ok(h)
     }
