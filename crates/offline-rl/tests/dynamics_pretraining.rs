@@ -3,7 +3,6 @@
 //! equal one call on the whole list.
 
 use offline_rl::algo::{DynamicsParams, Scas, ScasParams};
-use offline_rl::error::OfflineError;
 use rl_agents::{Agent, AgentError, Batch, BatchLearner};
 use rl_core::{Params, Space};
 use rl_nn::MlpConfig;
@@ -68,7 +67,7 @@ fn two_halves_through_a_checkpoint_equal_one_call() {
 fn frozen_model_takes_no_steps_and_bad_input_is_refused() {
     let data = batches(2);
     let mut s = scas();
-    assert!(matches!(s.pretrain_dynamics(&[]), Err(OfflineError::Empty { .. })));
+    assert!(matches!(s.pretrain_dynamics(&[]), Err(AgentError::Empty { .. })));
     let o = (Kind::Float, Device::Cpu);
     let wide = Batch::from_tensors(
         Tensor::zeros([4, 5], o),
@@ -79,12 +78,12 @@ fn frozen_model_takes_no_steps_and_bad_input_is_refused() {
         None,
     )
     .unwrap();
-    assert!(matches!(s.pretrain_dynamics(&[wide]), Err(OfflineError::Agent(AgentError::Shape { .. }))));
+    assert!(matches!(s.pretrain_dynamics(&[wide]), Err(AgentError::Shape { .. })));
     assert!(s.update(&data[0]).is_err(), "update needs a frozen model");
     s.pretrain_dynamics(&data).unwrap();
     s.freeze_dynamics();
     assert!(s.dynamics_ready());
-    assert!(matches!(s.pretrain_dynamics(&data), Err(OfflineError::Agent(AgentError::Protocol(_)))));
+    assert!(matches!(s.pretrain_dynamics(&data), Err(AgentError::Protocol(_))));
     s.update(&data[0]).unwrap();
     // a checkpoint of the frozen model loads frozen; one taken mid-pretraining loads trainable
     let mut mid = scas();

@@ -328,9 +328,9 @@ impl Dmg {
     ///
     /// # Errors
     /// None in practice (the learning rate is a checked parameter).
-    pub fn set_online(&mut self, online: bool) -> Result<()> {
+    pub fn set_online(&mut self, online: bool) -> rl_agents::Result<()> {
         self.online = online;
-        Ok(self.sync_lr()?)
+        self.sync_lr()
     }
 
     /// Whether the fine-tuning schedule is on.
@@ -583,7 +583,7 @@ impl BatchLearner for Dmg {
 }
 
 impl OfflineAlgorithm for Dmg {
-    fn set_online(&mut self, online: bool) -> Result<()> {
+    fn set_online(&mut self, online: bool) -> rl_agents::Result<()> {
         Dmg::set_online(self, online)
     }
 }

@@ -36,13 +36,16 @@ pub use scas::{DynamicsParams, Scas, ScasParams, TargetAggregation};
 pub use td3bc::{Td3Bc, Td3BcParams};
 
 /// An offline algorithm: a [`BatchLearner`] trained on batches of a fixed dataset.
+///
+/// Every method of an algorithm returns the agents' error type, [`rl_agents::AgentError`]
+/// (which [`OfflineError`] wraps with `From`), as [`BatchLearner::update`] does.
 pub trait OfflineAlgorithm: BatchLearner + Send {
     /// Work on the whole (preprocessed) dataset before the first update: SCAS trains its
     /// dynamics model here; the others do nothing. Returns what it measured.
     ///
     /// # Errors
     /// The algorithm's failures.
-    fn prepare(&mut self, _data: &ReplayBuffer, _progress: bool) -> Result<Metrics> {
+    fn prepare(&mut self, _data: &ReplayBuffer, _progress: bool) -> rl_agents::Result<Metrics> {
         Ok(Metrics::new())
     }
 
@@ -51,7 +54,7 @@ pub trait OfflineAlgorithm: BatchLearner + Send {
     ///
     /// # Errors
     /// The algorithm's failures.
-    fn set_online(&mut self, _online: bool) -> Result<()> {
+    fn set_online(&mut self, _online: bool) -> rl_agents::Result<()> {
         Ok(())
     }
 }

@@ -314,9 +314,9 @@ impl Scas {
     /// `dynamics/holdout_mse` and `dynamics/holdout_rows`.
     ///
     /// # Errors
-    /// [`OfflineError::Empty`] when the holdout leaves no training row;
+    /// [`rl_agents::AgentError::Empty`] when the holdout leaves no training row;
     /// [`rl_agents::AgentError::Protocol`] when the model is already frozen; libtorch failures.
-    pub fn train_dynamics(&mut self, data: &ReplayBuffer, progress: bool) -> Result<Metrics> {
+    pub fn train_dynamics(&mut self, data: &ReplayBuffer, progress: bool) -> AResult<Metrics> {
         let p = self.params.dynamics.clone();
         let n = data.len();
         let mut rows: Vec<usize> = (0..n).collect();
@@ -328,7 +328,7 @@ impl Scas {
         let n_hold = (p.holdout * n as f64).floor() as usize;
         let (held, train) = rows.split_at(n_hold);
         if train.is_empty() {
-            return Err(OfflineError::Empty { what: "dynamics training rows".into() });
+            return Err(rl_agents::AgentError::Empty { what: "dynamics training rows".into() });
         }
         self.check_dynamics_trainable()?;
         let bar = crate::progress::progress_bar(p.steps, 0, progress, "dynamics");
@@ -392,11 +392,11 @@ impl Scas {
     /// (the last batch's loss, before its step) and `dynamics/steps` (all steps so far).
     ///
     /// # Errors
-    /// [`OfflineError::Empty`] for no batch; [`rl_agents::AgentError::Protocol`] once the
-    /// model is frozen; [`rl_agents::AgentError::Shape`] for a batch of other widths.
-    pub fn pretrain_dynamics(&mut self, batches: &[Batch]) -> Result<Metrics> {
+    /// [`rl_agents::AgentError::Empty`] for no batch; [`rl_agents::AgentError::Protocol`] once
+    /// the model is frozen; [`rl_agents::AgentError::Shape`] for a batch of other widths.
+    pub fn pretrain_dynamics(&mut self, batches: &[Batch]) -> AResult<Metrics> {
         if batches.is_empty() {
-            return Err(OfflineError::Empty { what: "dynamics pretraining batches".into() });
+            return Err(rl_agents::AgentError::Empty { what: "dynamics pretraining batches".into() });
         }
         self.check_dynamics_trainable()?;
         let mut last = f64::NAN;
@@ -643,7 +643,7 @@ impl BatchLearner for Scas {
 }
 
 impl OfflineAlgorithm for Scas {
-    fn prepare(&mut self, data: &ReplayBuffer, progress: bool) -> Result<Metrics> {
+    fn prepare(&mut self, data: &ReplayBuffer, progress: bool) -> AResult<Metrics> {
         if self.dynamics_ready {
             return Ok(Metrics::new());
         }
