@@ -4,139 +4,81 @@ use std::path::PathBuf;
 
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Info, Params, Space, Step, Valid};
-use serde::{Deserialize, Serialize};
+use rl_core::{Info, Space, Step, Valid};
 
-use super::locomotion::{check_range, f64_inf, finite, setters};
+use super::params::{f64_inf, gym_params};
 use super::sim::{numpy_norm, sim_env, GymVersion, Sim, SimEnv};
-use crate::common::non_negative;
 use crate::error::{EnvError, Result};
 use crate::numpy_sum::{pairwise_sum, sum_of_squares_f64};
 
-/// Parameters of Humanoid (gymnasium `Humanoid-v5`, or `-v4`); the defaults are gymnasium's.
-///
-/// | name | default | purpose | range |
-/// |---|---|---|---|
-/// | `version` | V5 | gymnasium version followed | V4: the v5-only ones (†) keep their defaults |
-/// | `xml_file` † | none (`humanoid.xml` of the wheel) | the caller's model file | readable MJCF, a free joint first, `nq >= 3` |
-/// | `frame_skip` † | 5 | MuJoCo steps per environment step | `>= 1` |
-/// | `forward_reward_weight` | 1.25 | weight of the centre-of-mass x velocity | finite |
-/// | `ctrl_cost_weight` | 0.1 | weight of `Σ ctrl²` | `>= 0` |
-/// | `contact_cost_weight` † | 5e-7 | weight of `Σ cfrc_ext²` | `>= 0` |
-/// | `contact_cost_range` † | (−∞, 10) | the contact cost is clipped to it | min < max |
-/// | `healthy_reward` | 5.0 | reward per healthy step | finite |
-/// | `terminate_when_unhealthy` | true | end the episode when unhealthy | |
-/// | `healthy_z_range` | (1, 2) | torso height strictly inside | min < max |
-/// | `reset_noise_scale` | 0.01 | `qpos`, `qvel` += `U(±scale)` at reset | `>= 0` |
-/// | `exclude_current_positions_from_observation` | true | drop `x, y` from the observation | |
-/// | `include_cinert_in_observation` † | true | body inertias `cinert[1:]` | |
-/// | `include_cvel_in_observation` † | true | body velocities `cvel[1:]` | |
-/// | `include_qfrc_actuator_in_observation` † | true | actuator forces `qfrc_actuator[6:]` | |
-/// | `include_cfrc_ext_in_observation` † | true | external forces `cfrc_ext[1:]` | |
-/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
-/// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct HumanoidParams {
-    /// gymnasium version.
-    pub version: GymVersion,
-    /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
-    pub xml_file: Option<PathBuf>,
-    /// MuJoCo steps per environment step.
-    pub frame_skip: usize,
-    /// Forward reward weight.
-    pub forward_reward_weight: f64,
-    /// Control cost weight.
-    pub ctrl_cost_weight: f64,
-    /// Contact cost weight (v5).
-    pub contact_cost_weight: f64,
-    /// Contact cost clip (v5).
-    #[serde(with = "f64_inf")]
-    pub contact_cost_range: [f64; 2],
-    /// Healthy reward.
-    pub healthy_reward: f64,
-    /// Terminate when unhealthy.
-    pub terminate_when_unhealthy: bool,
-    /// Healthy height range.
-    #[serde(with = "f64_inf")]
-    pub healthy_z_range: [f64; 2],
-    /// Reset noise.
-    pub reset_noise_scale: f64,
-    /// Drop `x, y` from the observation.
-    pub exclude_current_positions_from_observation: bool,
-    /// Body inertias in the observation (v5).
-    pub include_cinert_in_observation: bool,
-    /// Body velocities in the observation (v5).
-    pub include_cvel_in_observation: bool,
-    /// Actuator forces in the observation (v5).
-    pub include_qfrc_actuator_in_observation: bool,
-    /// External contact forces in the observation (v5).
-    pub include_cfrc_ext_in_observation: bool,
-    /// Time limit (0 = none).
-    pub max_episode_steps: usize,
-    /// Folder of the wheel's model XMLs.
-    pub assets_dir: Option<PathBuf>,
+gym_params! {
+    /// Parameters of Humanoid (gymnasium `Humanoid-v5`, or `-v4`); the defaults are gymnasium's.
+    ///
+    /// | name | default | purpose | range |
+    /// |---|---|---|---|
+    /// | `version` | V5 | gymnasium version followed | V4: the v5-only ones (†) keep their defaults |
+    /// | `xml_file` † | none (`humanoid.xml` of the wheel) | the caller's model file | readable MJCF, a free joint first, `nq >= 3` |
+    /// | `frame_skip` † | 5 | MuJoCo steps per environment step | `>= 1` |
+    /// | `forward_reward_weight` | 1.25 | weight of the centre-of-mass x velocity | finite |
+    /// | `ctrl_cost_weight` | 0.1 | weight of `Σ ctrl²` | `>= 0` |
+    /// | `contact_cost_weight` † | 5e-7 | weight of `Σ cfrc_ext²` | `>= 0` |
+    /// | `contact_cost_range` † | (−∞, 10) | the contact cost is clipped to it | min < max |
+    /// | `healthy_reward` | 5.0 | reward per healthy step | finite |
+    /// | `terminate_when_unhealthy` | true | end the episode when unhealthy | |
+    /// | `healthy_z_range` | (1, 2) | torso height strictly inside | min < max |
+    /// | `reset_noise_scale` | 0.01 | `qpos`, `qvel` += `U(±scale)` at reset | `>= 0` |
+    /// | `exclude_current_positions_from_observation` | true | drop `x, y` from the observation | |
+    /// | `include_cinert_in_observation` † | true | body inertias `cinert[1:]` | |
+    /// | `include_cvel_in_observation` † | true | body velocities `cvel[1:]` | |
+    /// | `include_qfrc_actuator_in_observation` † | true | actuator forces `qfrc_actuator[6:]` | |
+    /// | `include_cfrc_ext_in_observation` † | true | external forces `cfrc_ext[1:]` | |
+    /// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+    /// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
+    HumanoidParams {
+        /// gymnasium version.
+        version: GymVersion = GymVersion::V5,
+        /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
+        xml_file: Option<PathBuf> = None,
+        /// MuJoCo steps per environment step.
+        frame_skip: usize = 5 => at_least_one,
+        /// Forward reward weight.
+        forward_reward_weight: f64 = 1.25 => finite,
+        /// Control cost weight.
+        ctrl_cost_weight: f64 = 0.1 => non_negative,
+        /// Contact cost weight (v5).
+        contact_cost_weight: f64 = 5e-7 => non_negative,
+        /// Contact cost clip (v5).
+        #[serde(with = "f64_inf")]
+        contact_cost_range: [f64; 2] = [f64::NEG_INFINITY, 10.0] => range,
+        /// Healthy reward.
+        healthy_reward: f64 = 5.0 => finite,
+        /// Terminate when unhealthy.
+        terminate_when_unhealthy: bool = true,
+        /// Healthy height range.
+        #[serde(with = "f64_inf")]
+        healthy_z_range: [f64; 2] = [1.0, 2.0] => range,
+        /// Reset noise.
+        reset_noise_scale: f64 = 1e-2 => non_negative,
+        /// Drop `x, y` from the observation.
+        exclude_current_positions_from_observation: bool = true,
+        /// Body inertias in the observation (v5).
+        include_cinert_in_observation: bool = true,
+        /// Body velocities in the observation (v5).
+        include_cvel_in_observation: bool = true,
+        /// Actuator forces in the observation (v5).
+        include_qfrc_actuator_in_observation: bool = true,
+        /// External contact forces in the observation (v5).
+        include_cfrc_ext_in_observation: bool = true,
+        /// Time limit (0 = none).
+        max_episode_steps: usize = 1000,
+        /// Folder of the wheel's model XMLs.
+        assets_dir: Option<PathBuf> = None,
+    } then Self::v4_rules
 }
 
-impl Default for HumanoidParams {
-    fn default() -> Self {
-        Self {
-            version: GymVersion::V5,
-            xml_file: None,
-            frame_skip: 5,
-            forward_reward_weight: 1.25,
-            ctrl_cost_weight: 0.1,
-            contact_cost_weight: 5e-7,
-            contact_cost_range: [f64::NEG_INFINITY, 10.0],
-            healthy_reward: 5.0,
-            terminate_when_unhealthy: true,
-            healthy_z_range: [1.0, 2.0],
-            reset_noise_scale: 1e-2,
-            exclude_current_positions_from_observation: true,
-            include_cinert_in_observation: true,
-            include_cvel_in_observation: true,
-            include_qfrc_actuator_in_observation: true,
-            include_cfrc_ext_in_observation: true,
-            max_episode_steps: 1000,
-            assets_dir: None,
-        }
-    }
-}
-
-setters!(HumanoidParams {
-    version: GymVersion,
-    xml_file: Option<PathBuf>,
-    frame_skip: usize,
-    forward_reward_weight: f64,
-    ctrl_cost_weight: f64,
-    contact_cost_weight: f64,
-    contact_cost_range: [f64; 2],
-    healthy_reward: f64,
-    terminate_when_unhealthy: bool,
-    healthy_z_range: [f64; 2],
-    reset_noise_scale: f64,
-    exclude_current_positions_from_observation: bool,
-    include_cinert_in_observation: bool,
-    include_cvel_in_observation: bool,
-    include_qfrc_actuator_in_observation: bool,
-    include_cfrc_ext_in_observation: bool,
-    max_episode_steps: usize,
-    assets_dir: Option<PathBuf>,
-});
-
-impl Params for HumanoidParams {
-    type Error = EnvError;
-    fn validate(&self) -> Result<()> {
-        if self.frame_skip == 0 {
-            return Err(EnvError::invalid("frame_skip", 0, "must be >= 1"));
-        }
-        finite("forward_reward_weight", self.forward_reward_weight)?;
-        non_negative("ctrl_cost_weight", self.ctrl_cost_weight)?;
-        non_negative("contact_cost_weight", self.contact_cost_weight)?;
-        check_range("contact_cost_range", self.contact_cost_range)?;
-        finite("healthy_reward", self.healthy_reward)?;
-        check_range("healthy_z_range", self.healthy_z_range)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)?;
+impl HumanoidParams {
+    /// The rules gymnasium v4 adds (parameters it fixes).
+    fn v4_rules(&self) -> Result<()> {
         if self.version == GymVersion::V4 {
             let d = Self::default();
             let fixed = [

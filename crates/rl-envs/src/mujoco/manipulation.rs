@@ -4,10 +4,9 @@ use std::path::PathBuf;
 
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Info, Params, Space, Step, Valid};
-use serde::{Deserialize, Serialize};
+use rl_core::{Info, Space, Step, Valid};
 
-use super::locomotion::{finite, setters};
+use super::params::gym_params;
 use super::sim::{add_uniform, numpy_norm, sim_env, GymVersion, Sim, SimEnv};
 use crate::error::{EnvError, Result};
 use crate::numpy_sum::sum_of_squares_f32;
@@ -23,68 +22,39 @@ fn sub(a: [f64; 3], b: [f64; 3]) -> [f64; 3] {
     [a[0] - b[0], a[1] - b[1], a[2] - b[2]]
 }
 
-/// Parameters of Reacher (gymnasium `Reacher-v5`, or `-v4`); the defaults are gymnasium's.
-///
-/// | name | default | purpose | range |
-/// |---|---|---|---|
-/// | `version` | V5 | gymnasium version followed | V4: the others keep their defaults |
-/// | `xml_file` | none (`reacher.xml` of the wheel) | the caller's model file | readable MJCF with bodies `fingertip`, `target`, `nq >= 4` |
-/// | `frame_skip` | 2 | MuJoCo steps per environment step | `>= 1` |
-/// | `reward_dist_weight` | 1.0 | weight of `−‖fingertip − target‖` | finite |
-/// | `reward_control_weight` | 1.0 | weight of `−Σ a²` | finite |
-/// | `max_episode_steps` | 50 | time limit; 0 = none | any |
-/// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct ReacherParams {
-    /// gymnasium version.
-    pub version: GymVersion,
-    /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
-    pub xml_file: Option<PathBuf>,
-    /// MuJoCo steps per environment step.
-    pub frame_skip: usize,
-    /// Weight of the distance reward.
-    pub reward_dist_weight: f64,
-    /// Weight of the control reward.
-    pub reward_control_weight: f64,
-    /// Time limit (0 = none).
-    pub max_episode_steps: usize,
-    /// Folder of the wheel's model XMLs.
-    pub assets_dir: Option<PathBuf>,
+gym_params! {
+    /// Parameters of Reacher (gymnasium `Reacher-v5`, or `-v4`); the defaults are gymnasium's.
+    ///
+    /// | name | default | purpose | range |
+    /// |---|---|---|---|
+    /// | `version` | V5 | gymnasium version followed | V4: the others keep their defaults |
+    /// | `xml_file` | none (`reacher.xml` of the wheel) | the caller's model file | readable MJCF with bodies `fingertip`, `target`, `nq >= 4` |
+    /// | `frame_skip` | 2 | MuJoCo steps per environment step | `>= 1` |
+    /// | `reward_dist_weight` | 1.0 | weight of `−‖fingertip − target‖` | finite |
+    /// | `reward_control_weight` | 1.0 | weight of `−Σ a²` | finite |
+    /// | `max_episode_steps` | 50 | time limit; 0 = none | any |
+    /// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
+    ReacherParams {
+        /// gymnasium version.
+        version: GymVersion = GymVersion::V5,
+        /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
+        xml_file: Option<PathBuf> = None,
+        /// MuJoCo steps per environment step.
+        frame_skip: usize = 2 => at_least_one,
+        /// Weight of the distance reward.
+        reward_dist_weight: f64 = 1.0 => finite,
+        /// Weight of the control reward.
+        reward_control_weight: f64 = 1.0 => finite,
+        /// Time limit (0 = none).
+        max_episode_steps: usize = 50,
+        /// Folder of the wheel's model XMLs.
+        assets_dir: Option<PathBuf> = None,
+    } then Self::v4_rules
 }
 
-impl Default for ReacherParams {
-    fn default() -> Self {
-        Self {
-            version: GymVersion::V5,
-            xml_file: None,
-            frame_skip: 2,
-            reward_dist_weight: 1.0,
-            reward_control_weight: 1.0,
-            max_episode_steps: 50,
-            assets_dir: None,
-        }
-    }
-}
-
-setters!(ReacherParams {
-    version: GymVersion,
-    xml_file: Option<PathBuf>,
-    frame_skip: usize,
-    reward_dist_weight: f64,
-    reward_control_weight: f64,
-    max_episode_steps: usize,
-    assets_dir: Option<PathBuf>,
-});
-
-impl Params for ReacherParams {
-    type Error = EnvError;
-    fn validate(&self) -> Result<()> {
-        if self.frame_skip == 0 {
-            return Err(EnvError::invalid("frame_skip", 0, "must be >= 1"));
-        }
-        finite("reward_dist_weight", self.reward_dist_weight)?;
-        finite("reward_control_weight", self.reward_control_weight)?;
+impl ReacherParams {
+    /// The rules gymnasium v4 adds (parameters it fixes).
+    fn v4_rules(&self) -> Result<()> {
         if self.version == GymVersion::V4 {
             let fixed = [
                 ("xml_file", self.xml_file.is_none()),
@@ -220,70 +190,34 @@ impl SimEnv for Reacher {
     }
 }
 
-/// Parameters of Pusher (gymnasium `Pusher-v5`; `Pusher-v4` is not offered: gymnasium refuses
-/// it on MuJoCo 3); the defaults are gymnasium's.
-///
-/// | name | default | purpose | range |
-/// |---|---|---|---|
-/// | `xml_file` | none (`pusher_v5.xml` of the wheel) | the caller's model file | readable MJCF with bodies `tips_arm`, `object`, `goal`, `nq, nv >= 7` |
-/// | `frame_skip` | 5 | MuJoCo steps per environment step | `>= 1` |
-/// | `reward_near_weight` | 0.5 | weight of `−‖object − tips_arm‖` | finite |
-/// | `reward_dist_weight` | 1.0 | weight of `−‖object − goal‖` | finite |
-/// | `reward_control_weight` | 0.1 | weight of `−Σ a²` | finite |
-/// | `max_episode_steps` | 100 | time limit; 0 = none | any |
-/// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PusherParams {
-    /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
-    pub xml_file: Option<PathBuf>,
-    /// MuJoCo steps per environment step.
-    pub frame_skip: usize,
-    /// Weight of the arm-to-object reward.
-    pub reward_near_weight: f64,
-    /// Weight of the object-to-goal reward.
-    pub reward_dist_weight: f64,
-    /// Weight of the control reward.
-    pub reward_control_weight: f64,
-    /// Time limit (0 = none).
-    pub max_episode_steps: usize,
-    /// Folder of the wheel's model XMLs.
-    pub assets_dir: Option<PathBuf>,
-}
-
-impl Default for PusherParams {
-    fn default() -> Self {
-        Self {
-            xml_file: None,
-            frame_skip: 5,
-            reward_near_weight: 0.5,
-            reward_dist_weight: 1.0,
-            reward_control_weight: 0.1,
-            max_episode_steps: 100,
-            assets_dir: None,
-        }
-    }
-}
-
-setters!(PusherParams {
-    xml_file: Option<PathBuf>,
-    frame_skip: usize,
-    reward_near_weight: f64,
-    reward_dist_weight: f64,
-    reward_control_weight: f64,
-    max_episode_steps: usize,
-    assets_dir: Option<PathBuf>,
-});
-
-impl Params for PusherParams {
-    type Error = EnvError;
-    fn validate(&self) -> Result<()> {
-        if self.frame_skip == 0 {
-            return Err(EnvError::invalid("frame_skip", 0, "must be >= 1"));
-        }
-        finite("reward_near_weight", self.reward_near_weight)?;
-        finite("reward_dist_weight", self.reward_dist_weight)?;
-        finite("reward_control_weight", self.reward_control_weight)
+gym_params! {
+    /// Parameters of Pusher (gymnasium `Pusher-v5`; `Pusher-v4` is not offered: gymnasium refuses
+    /// it on MuJoCo 3); the defaults are gymnasium's.
+    ///
+    /// | name | default | purpose | range |
+    /// |---|---|---|---|
+    /// | `xml_file` | none (`pusher_v5.xml` of the wheel) | the caller's model file | readable MJCF with bodies `tips_arm`, `object`, `goal`, `nq, nv >= 7` |
+    /// | `frame_skip` | 5 | MuJoCo steps per environment step | `>= 1` |
+    /// | `reward_near_weight` | 0.5 | weight of `−‖object − tips_arm‖` | finite |
+    /// | `reward_dist_weight` | 1.0 | weight of `−‖object − goal‖` | finite |
+    /// | `reward_control_weight` | 0.1 | weight of `−Σ a²` | finite |
+    /// | `max_episode_steps` | 100 | time limit; 0 = none | any |
+    /// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
+    PusherParams {
+        /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
+        xml_file: Option<PathBuf> = None,
+        /// MuJoCo steps per environment step.
+        frame_skip: usize = 5 => at_least_one,
+        /// Weight of the arm-to-object reward.
+        reward_near_weight: f64 = 0.5 => finite,
+        /// Weight of the object-to-goal reward.
+        reward_dist_weight: f64 = 1.0 => finite,
+        /// Weight of the control reward.
+        reward_control_weight: f64 = 0.1 => finite,
+        /// Time limit (0 = none).
+        max_episode_steps: usize = 100,
+        /// Folder of the wheel's model XMLs.
+        assets_dir: Option<PathBuf> = None,
     }
 }
 

@@ -52,6 +52,7 @@
 mod humanoid;
 mod locomotion;
 mod manipulation;
+mod params;
 mod pendulum;
 mod point_maze;
 mod sim;

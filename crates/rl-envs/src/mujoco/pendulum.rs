@@ -4,12 +4,10 @@ use std::path::PathBuf;
 
 use ndarray::{Array1, ArrayView1};
 use rand::RngCore;
-use rl_core::{Info, Params, Space, Step, Valid};
-use serde::{Deserialize, Serialize};
+use rl_core::{Info, Space, Step, Valid};
 
-use super::locomotion::{finite, setters};
+use super::params::gym_params;
 use super::sim::{sim_env, GymVersion, Sim, SimEnv};
-use crate::common::non_negative;
 use crate::error::{EnvError, Result};
 
 /// Under [`GymVersion::V4`], gymnasium fixes the model file, the frame skip and the reset
@@ -26,63 +24,37 @@ fn v4_fixed(version: GymVersion, xml_file: &Option<PathBuf>, frame_skip: usize, 
     Ok(())
 }
 
-/// Parameters of InvertedPendulum (gymnasium `InvertedPendulum-v5`, or `-v4`); the defaults
-/// are gymnasium's.
-///
-/// | name | default | purpose | range |
-/// |---|---|---|---|
-/// | `version` | V5 | gymnasium version followed | V4: the others keep their defaults |
-/// | `xml_file` | none (`inverted_pendulum.xml` of the wheel) | the caller's model file | readable MJCF, `nq >= 2` |
-/// | `frame_skip` | 2 | MuJoCo steps per environment step | `>= 1` |
-/// | `reset_noise_scale` | 0.01 | `qpos`, `qvel` += `U(±scale)` at reset | `>= 0` |
-/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
-/// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct InvertedPendulumParams {
-    /// gymnasium version.
-    pub version: GymVersion,
-    /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
-    pub xml_file: Option<PathBuf>,
-    /// MuJoCo steps per environment step.
-    pub frame_skip: usize,
-    /// Reset noise.
-    pub reset_noise_scale: f64,
-    /// Time limit (0 = none).
-    pub max_episode_steps: usize,
-    /// Folder of the wheel's model XMLs.
-    pub assets_dir: Option<PathBuf>,
+gym_params! {
+    /// Parameters of InvertedPendulum (gymnasium `InvertedPendulum-v5`, or `-v4`); the defaults
+    /// are gymnasium's.
+    ///
+    /// | name | default | purpose | range |
+    /// |---|---|---|---|
+    /// | `version` | V5 | gymnasium version followed | V4: the others keep their defaults |
+    /// | `xml_file` | none (`inverted_pendulum.xml` of the wheel) | the caller's model file | readable MJCF, `nq >= 2` |
+    /// | `frame_skip` | 2 | MuJoCo steps per environment step | `>= 1` |
+    /// | `reset_noise_scale` | 0.01 | `qpos`, `qvel` += `U(±scale)` at reset | `>= 0` |
+    /// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+    /// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
+    InvertedPendulumParams {
+        /// gymnasium version.
+        version: GymVersion = GymVersion::V5,
+        /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
+        xml_file: Option<PathBuf> = None,
+        /// MuJoCo steps per environment step.
+        frame_skip: usize = 2 => at_least_one,
+        /// Reset noise.
+        reset_noise_scale: f64 = 0.01 => non_negative,
+        /// Time limit (0 = none).
+        max_episode_steps: usize = 1000,
+        /// Folder of the wheel's model XMLs.
+        assets_dir: Option<PathBuf> = None,
+    } then Self::v4_rules
 }
 
-impl Default for InvertedPendulumParams {
-    fn default() -> Self {
-        Self {
-            version: GymVersion::V5,
-            xml_file: None,
-            frame_skip: 2,
-            reset_noise_scale: 0.01,
-            max_episode_steps: 1000,
-            assets_dir: None,
-        }
-    }
-}
-
-setters!(InvertedPendulumParams {
-    version: GymVersion,
-    xml_file: Option<PathBuf>,
-    frame_skip: usize,
-    reset_noise_scale: f64,
-    max_episode_steps: usize,
-    assets_dir: Option<PathBuf>,
-});
-
-impl Params for InvertedPendulumParams {
-    type Error = EnvError;
-    fn validate(&self) -> Result<()> {
-        if self.frame_skip == 0 {
-            return Err(EnvError::invalid("frame_skip", 0, "must be >= 1"));
-        }
-        non_negative("reset_noise_scale", self.reset_noise_scale)?;
+impl InvertedPendulumParams {
+    /// The rules gymnasium v4 adds (parameters it fixes).
+    fn v4_rules(&self) -> Result<()> {
         v4_fixed(self.version, &self.xml_file, self.frame_skip, 2)?;
         if self.version == GymVersion::V4 && self.reset_noise_scale != 0.01 {
             return Err(EnvError::invalid(
@@ -167,69 +139,40 @@ impl SimEnv for InvertedPendulum {
     }
 }
 
-/// Parameters of InvertedDoublePendulum (gymnasium `InvertedDoublePendulum-v5`, or `-v4`);
-/// the defaults are gymnasium's.
-///
-/// | name | default | purpose | range |
-/// |---|---|---|---|
-/// | `version` | V5 | gymnasium version followed | V4: the others keep their defaults |
-/// | `xml_file` | none (`inverted_double_pendulum.xml` of the wheel) | the caller's model file | readable MJCF, `nq, nv >= 3`, a site |
-/// | `frame_skip` | 5 | MuJoCo steps per environment step | `>= 1` |
-/// | `healthy_reward` | 10.0 | reward per step while the tip is above 1 | finite |
-/// | `reset_noise_scale` | 0.1 | `qpos` += `U(±scale)`, `qvel` += `scale·N(0, 1)` at reset | `>= 0` |
-/// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
-/// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct InvertedDoublePendulumParams {
-    /// gymnasium version.
-    pub version: GymVersion,
-    /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
-    pub xml_file: Option<PathBuf>,
-    /// MuJoCo steps per environment step.
-    pub frame_skip: usize,
-    /// Reward per healthy step.
-    pub healthy_reward: f64,
-    /// Reset noise.
-    pub reset_noise_scale: f64,
-    /// Time limit (0 = none).
-    pub max_episode_steps: usize,
-    /// Folder of the wheel's model XMLs.
-    pub assets_dir: Option<PathBuf>,
+gym_params! {
+    /// Parameters of InvertedDoublePendulum (gymnasium `InvertedDoublePendulum-v5`, or `-v4`);
+    /// the defaults are gymnasium's.
+    ///
+    /// | name | default | purpose | range |
+    /// |---|---|---|---|
+    /// | `version` | V5 | gymnasium version followed | V4: the others keep their defaults |
+    /// | `xml_file` | none (`inverted_double_pendulum.xml` of the wheel) | the caller's model file | readable MJCF, `nq, nv >= 3`, a site |
+    /// | `frame_skip` | 5 | MuJoCo steps per environment step | `>= 1` |
+    /// | `healthy_reward` | 10.0 | reward per step while the tip is above 1 | finite |
+    /// | `reset_noise_scale` | 0.1 | `qpos` += `U(±scale)`, `qvel` += `scale·N(0, 1)` at reset | `>= 0` |
+    /// | `max_episode_steps` | 1000 | time limit; 0 = none | any |
+    /// | `assets_dir` | none | folder of the wheel's XMLs (see the module docs) | |
+    InvertedDoublePendulumParams {
+        /// gymnasium version.
+        version: GymVersion = GymVersion::V5,
+        /// The caller's model file (gymnasium's `xml_file`); `None` = the wheel's.
+        xml_file: Option<PathBuf> = None,
+        /// MuJoCo steps per environment step.
+        frame_skip: usize = 5 => at_least_one,
+        /// Reward per healthy step.
+        healthy_reward: f64 = 10.0 => finite,
+        /// Reset noise.
+        reset_noise_scale: f64 = 0.1 => non_negative,
+        /// Time limit (0 = none).
+        max_episode_steps: usize = 1000,
+        /// Folder of the wheel's model XMLs.
+        assets_dir: Option<PathBuf> = None,
+    } then Self::v4_rules
 }
 
-impl Default for InvertedDoublePendulumParams {
-    fn default() -> Self {
-        Self {
-            version: GymVersion::V5,
-            xml_file: None,
-            frame_skip: 5,
-            healthy_reward: 10.0,
-            reset_noise_scale: 0.1,
-            max_episode_steps: 1000,
-            assets_dir: None,
-        }
-    }
-}
-
-setters!(InvertedDoublePendulumParams {
-    version: GymVersion,
-    xml_file: Option<PathBuf>,
-    frame_skip: usize,
-    healthy_reward: f64,
-    reset_noise_scale: f64,
-    max_episode_steps: usize,
-    assets_dir: Option<PathBuf>,
-});
-
-impl Params for InvertedDoublePendulumParams {
-    type Error = EnvError;
-    fn validate(&self) -> Result<()> {
-        if self.frame_skip == 0 {
-            return Err(EnvError::invalid("frame_skip", 0, "must be >= 1"));
-        }
-        finite("healthy_reward", self.healthy_reward)?;
-        non_negative("reset_noise_scale", self.reset_noise_scale)?;
+impl InvertedDoublePendulumParams {
+    /// The rules gymnasium v4 adds (parameters it fixes).
+    fn v4_rules(&self) -> Result<()> {
         v4_fixed(self.version, &self.xml_file, self.frame_skip, 5)?;
         if self.version == GymVersion::V4 {
             if self.healthy_reward != 10.0 {
