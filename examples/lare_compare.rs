@@ -19,6 +19,10 @@
 //! from an `EncoderRecord` (`crates/lare/encoders/<env>.json` by default): the committed ones
 //! were written by hand (no LLM endpoint is reachable here) and every table says so. Finished
 //! runs (`OUT/<method>/seed<k>/summary.json`) are reused, so a long comparison can be split.
+//! `--checkpoint-every N` writes each run's checkpoint unit to `OUT/<method>/seed<k>/checkpoint`
+//! every N environment steps (and at the end); `--resume` continues an interrupted run from it
+//! (same flags), ending with the numbers of the uninterrupted run (`lare::train::run_off_policy`;
+//! `metrics.jsonl` keeps its records up to the checkpoint's step and continues from there).
 //! Outputs: per-run `metrics.jsonl` and `summary.json`, `OUT/curves.svg` (mean dense return per
 //! method), `OUT/report.md` (final returns, mean ± std over seeds).
 
@@ -30,7 +34,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use lare::llm::EncoderRecord;
-use lare::train::{train_off_policy, OffPolicyLoopParams, RunSummary};
+use lare::train::{run_off_policy, Checkpointing, OffPolicyLoopParams, OffPolicyRun, RunSummary};
 use lare::{
     DecoderParams, Decomposition, DecompositionLoss, DenseOracle, EpisodicBaseline, Ircr, IrcrParams, RawEncoder,
     RawFeatures, RewardRedistributor, SandboxLimits,
@@ -38,6 +42,7 @@ use lare::{
 use rl_agents::{BatchLearner, Sac, SacParams, Td3, Td3Params};
 use rl_core::{Env, Params};
 use rl_envs::wrappers::EpisodicReward;
+use rl_envs::Snapshot;
 
 #[derive(Parser, Debug)]
 #[command(about = "LaRe vs RD / RRD / IRCR on episodic-reward control tasks")]
@@ -90,43 +95,37 @@ struct Args {
     /// Rerun finished runs.
     #[arg(long)]
     rerun: bool,
+    /// Environment steps between checkpoints of each run (0: none).
+    #[arg(long, default_value_t = 0)]
+    checkpoint_every: u64,
+    /// Continue runs from their checkpoints (`OUT/<method>/seed<k>/checkpoint`) where present.
+    #[arg(long)]
+    resume: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
 }
 
-fn make_env(name: &str) -> Result<Box<dyn Env + Send>> {
-    Ok(match name {
-        "pendulum" => Box::new(rl_envs::classic::Pendulum::new(rl_envs::classic::PendulumParams::default().check()?)?),
-        #[cfg(feature = "mujoco")]
-        "hopper" => Box::new(rl_envs::mujoco::Locomotion::hopper(rl_envs::mujoco::HopperParams::default().check()?)?),
-        #[cfg(feature = "mujoco")]
-        "half_cheetah" => {
-            Box::new(rl_envs::mujoco::Locomotion::half_cheetah(rl_envs::mujoco::HalfCheetahParams::default().check()?)?)
+/// Runs job `(name, seed)` on a fresh pair (training, evaluation) of the `--env` task.
+fn run(a: &Args, name: &str, seed: u64, record: Option<&EncoderRecord>, dir: &Path) -> Result<RunSummary> {
+    match a.env.as_str() {
+        "pendulum" => {
+            let make = || rl_envs::classic::Pendulum::new(rl_envs::classic::PendulumParams::default().check()?);
+            run_on(a, name, seed, record, dir, make()?, make()?)
         }
         #[cfg(feature = "mujoco")]
-        "walker2d" => {
-            Box::new(rl_envs::mujoco::Locomotion::walker2d(rl_envs::mujoco::Walker2dParams::default().check()?)?)
+        "hopper" | "half_cheetah" | "walker2d" => {
+            use rl_envs::mujoco::{HalfCheetahParams, HopperParams, Locomotion, Walker2dParams};
+            let make = || -> Result<Locomotion> {
+                Ok(match a.env.as_str() {
+                    "hopper" => Locomotion::hopper(HopperParams::default().check()?)?,
+                    "half_cheetah" => Locomotion::half_cheetah(HalfCheetahParams::default().check()?)?,
+                    _ => Locomotion::walker2d(Walker2dParams::default().check()?)?,
+                })
+            };
+            run_on(a, name, seed, record, dir, make()?, make()?)
         }
         other => bail!("unknown --env `{other}` (MuJoCo tasks need --features mujoco)"),
-    })
-}
-
-/// A boxed environment as an `Env` (the wrapper needs a sized inner type).
-struct Boxed(Box<dyn Env + Send>);
-
-impl Env for Boxed {
-    fn observation_space(&self) -> &rl_core::Space {
-        self.0.observation_space()
-    }
-    fn action_space(&self) -> &rl_core::Space {
-        self.0.action_space()
-    }
-    fn reset(&mut self, rng: &mut dyn rand::RngCore) -> rl_core::Result<ndarray::Array1<f32>> {
-        self.0.reset(rng)
-    }
-    fn step(&mut self, action: ndarray::ArrayView1<'_, f32>) -> rl_core::Result<rl_core::Step> {
-        self.0.step(action)
     }
 }
 
@@ -188,14 +187,21 @@ fn agent(a: &Args, env: &dyn Env, seed: u64, tau: Option<f64>) -> Result<Box<dyn
     })
 }
 
-fn run(a: &Args, name: &str, seed: u64, record: Option<&EncoderRecord>, dir: &Path) -> Result<RunSummary> {
+fn run_on<E: Env + Snapshot>(
+    a: &Args,
+    name: &str,
+    seed: u64,
+    record: Option<&EncoderRecord>,
+    dir: &Path,
+    env: E,
+    mut eval_env: E,
+) -> Result<RunSummary> {
     let summary_path = dir.join("summary.json");
     if summary_path.exists() && !a.rerun {
         return Ok(serde_json::from_str(&std::fs::read_to_string(&summary_path)?)?);
     }
     std::fs::create_dir_all(dir)?;
-    let mut env = EpisodicReward::new(Boxed(make_env(&a.env)?));
-    let mut eval_env = make_env(&a.env)?;
+    let mut env = EpisodicReward::new(env);
     let (od, ad) = (env.observation_space().dim(), env.action_space().dim());
     let mut m = method(name, a, od, ad, record, seed)?;
     // LaRe's IRCR runs use batch 512 and τ = 0.001 (mujoco/main.py); the others the agent's defaults
@@ -212,12 +218,29 @@ fn run(a: &Args, name: &str, seed: u64, record: Option<&EncoderRecord>, dir: &Pa
         ..OffPolicyLoopParams::default()
     }
     .check()?;
-    let mut sink = rl_core::JsonlSink::create(dir.join("metrics.jsonl"))?;
+    let ckpt_dir = dir.join("checkpoint");
+    let checkpoint = (a.checkpoint_every > 0).then(|| Checkpointing::new(&ckpt_dir, a.checkpoint_every)).transpose()?;
+    let metrics = dir.join("metrics.jsonl");
+    let (mut run, mut sink) = if a.resume && ckpt_dir.is_dir() {
+        let run = OffPolicyRun::load(&ckpt_dir, &mut env, &mut eval_env, ag.as_mut(), m.as_mut(), &params)?;
+        println!("{name} seed {seed}: resumed at {} steps", run.steps());
+        let sink = support::resume_jsonl(&metrics, run.steps())?;
+        (run, sink)
+    } else {
+        (OffPolicyRun::new(&mut env, m.as_ref(), &params)?, rl_core::JsonlSink::create(&metrics)?)
+    };
     let bar = support::bar(a.steps, &format!("{name} s{seed}"), a.quiet);
     let t0 = std::time::Instant::now();
-    let s = train_off_policy(&mut env, eval_env.as_mut(), ag.as_mut(), m.as_mut(), &params, &mut sink, &mut |t| {
-        bar.set_position(t)
-    })?;
+    let s = run_off_policy(
+        &mut run,
+        &mut env,
+        &mut eval_env,
+        ag.as_mut(),
+        m.as_mut(),
+        &mut sink,
+        &mut |t| bar.set_position(t),
+        checkpoint.as_ref(),
+    )?;
     bar.finish_and_clear();
     println!("{name} seed {seed}: final dense return {:.1} ({:.0} s)", s.final_return, t0.elapsed().as_secs_f64());
     std::fs::write(&summary_path, serde_json::to_string_pretty(&s)?)?;

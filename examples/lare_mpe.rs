@@ -12,7 +12,9 @@
 //! ```
 //!
 //! LaRe's encoder comes from `crates/lare/encoders/simple_spread.json` (written by hand: no LLM
-//! endpoint is reachable here; the tables say so). Outputs as `lare_compare`.
+//! endpoint is reachable here; the tables say so). Outputs as `lare_compare`, and so are
+//! `--checkpoint-every N` / `--resume` (`lare::train::run_multi_agent_ppo`: a resumed run ends
+//! with the uninterrupted run's numbers).
 
 #[path = "support/lare.rs"]
 mod support;
@@ -22,7 +24,9 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use lare::llm::EncoderRecord;
-use lare::train::{train_multi_agent_ppo, MultiAgentLoopParams, MultiAgentMethod, RunSummary};
+use lare::train::{
+    run_multi_agent_ppo, Checkpointing, MultiAgentLoopParams, MultiAgentMethod, MultiAgentRun, RunSummary,
+};
 use lare::{AgentCreditDecoder, CreditParams, RawEncoder, RawFeatures, SandboxLimits};
 use rl_agents::{Ppo, PpoParams};
 use rl_core::Params;
@@ -83,6 +87,12 @@ struct Args {
     /// Rerun finished runs.
     #[arg(long)]
     rerun: bool,
+    /// Environment steps between checkpoints of each run (0: none).
+    #[arg(long, default_value_t = 0)]
+    checkpoint_every: u64,
+    /// Continue runs from their checkpoints (`OUT/<method>/seed<k>/checkpoint`) where present.
+    #[arg(long)]
+    resume: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -143,12 +153,29 @@ fn run(a: &Args, name: &str, seed: u64, record: Option<&EncoderRecord>, dir: &Pa
         ..MultiAgentLoopParams::default()
     }
     .check()?;
-    let mut sink = rl_core::JsonlSink::create(dir.join("metrics.jsonl"))?;
+    let ckpt_dir = dir.join("checkpoint");
+    let checkpoint = (a.checkpoint_every > 0).then(|| Checkpointing::new(&ckpt_dir, a.checkpoint_every)).transpose()?;
+    let metrics = dir.join("metrics.jsonl");
+    let (mut run, mut sink) = if a.resume && ckpt_dir.is_dir() {
+        let run = MultiAgentRun::load(&ckpt_dir, &mut e, &mut eval_env, &mut ppo, &mut method, &params)?;
+        println!("{name} seed {seed}: resumed at {} steps", run.steps());
+        let sink = support::resume_jsonl(&metrics, run.steps())?;
+        (run, sink)
+    } else {
+        (MultiAgentRun::new(&mut e, &method, &params)?, rl_core::JsonlSink::create(&metrics)?)
+    };
     let bar = support::bar(a.steps, &format!("{name} s{seed}"), a.quiet);
     let t0 = std::time::Instant::now();
-    let s = train_multi_agent_ppo(&mut e, &mut eval_env, &mut ppo, &mut method, &params, &mut sink, &mut |t| {
-        bar.set_position(t)
-    })?;
+    let s = run_multi_agent_ppo(
+        &mut run,
+        &mut e,
+        &mut eval_env,
+        &mut ppo,
+        &mut method,
+        &mut sink,
+        &mut |t| bar.set_position(t),
+        checkpoint.as_ref(),
+    )?;
     bar.finish_and_clear();
     println!("{name} seed {seed}: final dense team return {:.2} ({:.0} s)", s.final_return, t0.elapsed().as_secs_f64());
     std::fs::write(&summary_path, serde_json::to_string_pretty(&s)?)?;

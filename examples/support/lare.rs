@@ -169,3 +169,27 @@ pub fn run_jobs<J: Sync, T: Send>(jobs: &[J], parallel: usize, f: impl Fn(&J) ->
     }
     Ok(out)
 }
+
+/// Reopens a resumed run's `metrics.jsonl` for appending after dropping the records written
+/// after the checkpoint (`step > steps`: logged by the interrupted run past its last save), so
+/// the file ends up as the uninterrupted run's. A missing file starts empty.
+pub fn resume_jsonl(path: &Path, steps: u64) -> Result<rl_core::JsonlSink> {
+    if path.is_file() {
+        let text = std::fs::read_to_string(path)?;
+        let mut kept = String::with_capacity(text.len());
+        for (i, line) in text.lines().enumerate() {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .map_err(|e| anyhow::anyhow!("{} line {}: not a JSON record: {e}", path.display(), i + 1))?;
+            let step = v
+                .get("step")
+                .and_then(serde_json::Value::as_u64)
+                .ok_or_else(|| anyhow::anyhow!("{} line {}: no integer `step`", path.display(), i + 1))?;
+            if step <= steps {
+                kept.push_str(line);
+                kept.push('\n');
+            }
+        }
+        std::fs::write(path, kept)?;
+    }
+    Ok(rl_core::JsonlSink::append(path)?)
+}
