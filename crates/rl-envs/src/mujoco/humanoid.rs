@@ -139,8 +139,7 @@ impl Humanoid {
         let params = params.into_inner();
         let sim =
             Sim::load(params.xml_file.as_deref(), "humanoid.xml", params.assets_dir.as_deref(), params.frame_skip)?;
-        sim.expect("positions", sim.init_qpos.len(), 3)?;
-        sim.expect("velocities", sim.init_qvel.len(), 6)?;
+        sim.at_least(3, 6)?;
         let total_mass = pairwise_sum(sim.data.model().body_mass());
         let mut env = Self { params, sim, total_mass, com: [0.0; 2], obs_space: Space::symmetric(1, f32::INFINITY)? };
         env.com = env.mass_center();

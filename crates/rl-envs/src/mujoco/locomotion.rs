@@ -21,6 +21,18 @@ fn numpy_norm2(xy: [f64; 2]) -> f64 {
     xy[1].mul_add(xy[1], xy[0] * xy[0]).sqrt()
 }
 
+/// gymnasium's infos of a planar position `xy` (`x_position`, `y_position`,
+/// `distance_from_origin`) and, when given, its velocity (`x_velocity`, `y_velocity`).
+fn planar_info(info: &mut Info, xy: [f64; 2], vel: Option<[f64; 2]>) {
+    info.insert("x_position", xy[0]);
+    info.insert("y_position", xy[1]);
+    info.insert("distance_from_origin", numpy_norm2(xy));
+    if let Some([vx, vy]) = vel {
+        info.insert("x_velocity", vx);
+        info.insert("y_velocity", vy);
+    }
+}
+
 /// v4's healthy reward: paid on every step unless an unhealthy state does not end the episode.
 fn alive_v4(healthy: bool, terminate_when_unhealthy: bool, healthy_reward: f64) -> f64 {
     f64::from(u8::from(healthy || terminate_when_unhealthy)) * healthy_reward
@@ -395,9 +407,7 @@ impl Locomotion {
             }
             LocomotionTask::HalfCheetahV5(_) => info.insert("x_position", q[0]),
             LocomotionTask::AntV5(_) | LocomotionTask::SwimmerV5(_) => {
-                info.insert("x_position", q[0]);
-                info.insert("y_position", q[1]);
-                info.insert("distance_from_origin", numpy_norm2([q[0], q[1]]));
+                planar_info(&mut info, [q[0], q[1]], None);
             }
             _ => {}
         }
@@ -559,11 +569,7 @@ impl SimEnv for Locomotion {
                 info.insert("reward_forward", x_vel);
                 info.insert("reward_ctrl", -ctrl);
                 info.insert("reward_survive", healthy_reward);
-                info.insert("x_position", after[0]);
-                info.insert("y_position", after[1]);
-                info.insert("distance_from_origin", numpy_norm2(after));
-                info.insert("x_velocity", x_vel);
-                info.insert("y_velocity", y_vel);
+                planar_info(&mut info, after, Some([x_vel, y_vel]));
                 info.insert("forward_reward", x_vel);
                 if p.use_contact_forces {
                     let contact = self.contact_cost(p.contact_cost_weight, p.contact_force_range);
@@ -577,11 +583,7 @@ impl SimEnv for Locomotion {
                 let forward = x_vel * p.forward_reward_weight;
                 let survive = survive_v5(healthy, p.healthy_reward);
                 let contact = self.contact_cost(p.contact_cost_weight, p.contact_force_range);
-                info.insert("x_position", qpos[0]);
-                info.insert("y_position", qpos[1]);
-                info.insert("distance_from_origin", numpy_norm2([qpos[0], qpos[1]]));
-                info.insert("x_velocity", x_vel);
-                info.insert("y_velocity", y_vel);
+                planar_info(&mut info, [qpos[0], qpos[1]], Some([x_vel, y_vel]));
                 info.insert("reward_forward", forward);
                 info.insert("reward_ctrl", -ctrl);
                 info.insert("reward_contact", -contact);
@@ -592,21 +594,13 @@ impl SimEnv for Locomotion {
                 let forward = p.forward_reward_weight * x_vel;
                 info.insert("reward_fwd", forward);
                 info.insert("reward_ctrl", -ctrl);
-                info.insert("x_position", after[0]);
-                info.insert("y_position", after[1]);
-                info.insert("distance_from_origin", numpy_norm2(after));
-                info.insert("x_velocity", x_vel);
-                info.insert("y_velocity", y_vel);
+                planar_info(&mut info, after, Some([x_vel, y_vel]));
                 info.insert("forward_reward", forward);
                 (forward - ctrl, false)
             }
             LocomotionTask::SwimmerV5(p) => {
                 let forward = p.forward_reward_weight * x_vel;
-                info.insert("x_position", after[0]);
-                info.insert("y_position", after[1]);
-                info.insert("distance_from_origin", numpy_norm2(after));
-                info.insert("x_velocity", x_vel);
-                info.insert("y_velocity", y_vel);
+                planar_info(&mut info, after, Some([x_vel, y_vel]));
                 info.insert("reward_forward", forward);
                 info.insert("reward_ctrl", -ctrl);
                 (forward - ctrl, false)

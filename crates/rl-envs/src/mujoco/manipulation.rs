@@ -102,8 +102,7 @@ impl Reacher {
         let params = params.into_inner();
         let sim =
             Sim::load(params.xml_file.as_deref(), "reacher.xml", params.assets_dir.as_deref(), params.frame_skip)?;
-        sim.expect("positions", sim.init_qpos.len(), 4)?;
-        sim.expect("velocities", sim.init_qvel.len(), 2)?;
+        sim.at_least(4, 2)?;
         let (fingertip, target) = (sim.body("fingertip")?, sim.body("target")?);
         let mut env =
             Self { params, sim, fingertip, target, tip: [0.0; 3], obs_space: Space::symmetric(1, f32::INFINITY)? };
@@ -248,8 +247,7 @@ impl Pusher {
         let params = params.into_inner();
         let sim =
             Sim::load(params.xml_file.as_deref(), "pusher_v5.xml", params.assets_dir.as_deref(), params.frame_skip)?;
-        sim.expect("positions", sim.init_qpos.len(), 7)?;
-        sim.expect("velocities", sim.init_qvel.len(), 7)?;
+        sim.at_least(7, 7)?;
         let bodies = [sim.body("tips_arm")?, sim.body("object")?, sim.body("goal")?];
         Ok(Self { params, sim, bodies, obs_space: Space::symmetric(23, f32::INFINITY)? })
     }

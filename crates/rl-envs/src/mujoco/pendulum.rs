@@ -97,7 +97,7 @@ impl InvertedPendulum {
             params.assets_dir.as_deref(),
             params.frame_skip,
         )?;
-        sim.expect("positions", sim.init_qpos.len(), 2)?;
+        sim.at_least(2, 0)?;
         let dim = sim.init_qpos.len() + sim.init_qvel.len();
         Ok(Self { params, sim, obs_space: Space::symmetric(dim, f32::INFINITY)? })
     }
@@ -221,8 +221,7 @@ impl InvertedDoublePendulum {
             params.assets_dir.as_deref(),
             params.frame_skip,
         )?;
-        sim.expect("positions", sim.init_qpos.len(), 3)?;
-        sim.expect("velocities", sim.init_qvel.len(), 3)?;
+        sim.at_least(3, 3)?;
         sim.expect("sites", sim.data.site_xpos().len(), 1)?;
         let mut env = Self { params, sim, obs_space: Space::symmetric(1, f32::INFINITY)? };
         env.obs_space = Space::symmetric(env.observe().len(), f32::INFINITY)?;

@@ -193,6 +193,16 @@ impl Sim {
         Ok(())
     }
 
+    /// Checks that the model has at least `positions` generalised positions and `velocities`
+    /// velocities.
+    ///
+    /// # Errors
+    /// [`EnvError::Mujoco`] naming what the model lacks (positions first).
+    pub fn at_least(&self, positions: usize, velocities: usize) -> Result<()> {
+        self.expect("positions", self.init_qpos.len(), positions)?;
+        self.expect("velocities", self.init_qvel.len(), velocities)
+    }
+
     /// `data.xpos[body]` (gymnasium's `get_body_com`).
     pub fn xpos(&self, body: usize) -> [f64; 3] {
         self.data.xpos()[body]
