@@ -39,14 +39,15 @@ test: provision provision-mujoco
 	@# rl-envs' MuJoCo environments (locomotion, MuJoCo point maze) against their golden rollouts
 	$(CARGO) test -p rl-envs --features mujoco
 	@# the tch-free crates must build and pass without libtorch features
-	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay -p rlvr-rollout -p aigb --no-default-features
+	$(CARGO) test -p rlvr-core -p rlvr-select -p rlvr-replay -p rlvr-rollout -p aigb-sim --no-default-features
 	@# the facade gives DPS/MoPPS + POPO + every advantage estimator without libtorch
 	$(CARGO) build --no-default-features --features rlvr-select,rlvr-replay,rlvr-rollout
 	@# rl-core, rl-envs, rlvr-core's core, rlvr-replay, rlvr-rollout and the tch-free facade features must not link libtorch
 	@for c in rl-core rl-envs rlvr-replay rlvr-rollout; do if $(CARGO) tree -p $$c -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "$$c depends on tch"; exit 1; fi; done
 	@if $(CARGO) tree -p rlvr-core --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "rlvr-core --no-default-features depends on tch"; exit 1; fi
 	@if $(CARGO) tree --no-default-features --features rlvr-select,rlvr-replay,rlvr-rollout -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "facade rlvr-select,rlvr-replay,rlvr-rollout depends on tch"; exit 1; fi
-	@# aigb's simulator, rule-based bidders, data and evaluation build without libtorch
+	@# aigb-sim (the simulator, rule-based bidders, data and evaluation) and aigb without its `tch` feature (aigb-sim re-exported) build without libtorch
+	@if $(CARGO) tree -p aigb-sim -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "aigb-sim depends on tch"; exit 1; fi
 	@if $(CARGO) tree -p aigb --no-default-features -e normal | grep -qE '(^| )(tch|torch-sys) v'; then echo "aigb without default features depends on tch"; exit 1; fi
 	@$(MAKE) --no-print-directory test-examples
 	@$(MAKE) --no-print-directory test-python
@@ -110,7 +111,7 @@ lint: provision provision-mujoco
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --features full -- -D warnings
 	$(CARGO) clippy -p rl-envs --all-targets --features mujoco -- -D warnings
-	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay -p rlvr-rollout -p aigb --all-targets --no-default-features -- -D warnings
+	$(CARGO) clippy -p rlvr-core -p rlvr-select -p rlvr-replay -p rlvr-rollout -p aigb-sim --all-targets --no-default-features -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --features full
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc -p rl-envs --no-deps --features mujoco
 
@@ -140,9 +141,9 @@ MUTANTS_FILES_rl-envs = -f 'crates/rl-envs/src/{classic,maze,mpe,wrappers}/*.rs'
 MUTANTS_FILES_rl-agents = -f 'crates/rl-agents/src/*.rs'
 MUTANTS_FILES_offline-rl = -f 'crates/offline-rl/src/{algo,data}/*.rs' -f 'crates/offline-rl/src/{score,train}.rs'
 MUTANTS_FILES_lare = -f 'crates/lare/src/*.rs'
-# aigb's tch-free simulator: auction, traffic, market, bidders, logged data, evaluation
-MUTANTS_FILES_aigb = -f 'crates/aigb/src/{auction,bidder,dataset,eval,market,policy,sim,stats,traffic}.rs' -f 'crates/aigb/src/bidders/*.rs'
-MUTANTS_OPTS_aigb = --no-default-features
+# aigb-sim, aigb's tch-free simulator: auction, traffic, market, bidders, logged data, evaluation
+MUTANTS_FILES_aigb-sim = -f 'crates/aigb-sim/src/{auction,bidder,dataset,eval,market,policy,sim,stats,traffic}.rs' -f 'crates/aigb-sim/src/bidders/*.rs'
+MUTANTS_OPTS_aigb-sim = --no-default-features
 mutants: provision
 	@command -v cargo-mutants >/dev/null || $(CARGO) install --locked cargo-mutants
 	@mkdir -p target/mutants

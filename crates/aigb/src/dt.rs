@@ -639,7 +639,7 @@ impl Bidder for DtBidder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::fixture::{toy_dataset, ToyStep};
+    use crate::fixture::{toy_dataset, ToyStep};
 
     /// α / CPA depends on the return still to go: 2 if two conversions remain, else 0.5 — a
     /// policy only a return-conditioned model can represent from states that are all alike.

@@ -364,7 +364,7 @@ impl Bidder for IqlBidder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::fixture::{toy_dataset, ToyStep};
+    use crate::fixture::{toy_dataset, ToyStep};
     use crate::learned::{BcParams, BcTrainer};
 
     const CPA: f64 = 80.0;

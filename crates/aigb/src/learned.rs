@@ -295,7 +295,7 @@ fn fingerprint(states: &[f32], targets: &[f32]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::fixture::{toy_dataset, ToyStep};
+    use crate::fixture::{toy_dataset, ToyStep};
 
     /// A dataset whose action is a known function of the state: α / CPA = 0.5 + budget_left.
     fn toy() -> TrajectoryDataset {

@@ -1,29 +1,24 @@
 //! # aigb
 //!
-//! Auto-bidding under budget and CPA constraints, on a fast re-implementation of the public
-//! AuctionNet simulator (`alimama-tech/AuctionNet`, "AuctionNet: A Novel Benchmark for
-//! Decision-Making in Large-Scale Games", arXiv 2412.10798).
+//! Auto-bidding under budget and CPA constraints: the learned bidders, on the AuctionNet-faithful
+//! simulator of [`aigb_sim`], which this crate re-exports whole (`aigb::Simulator`,
+//! `aigb::market::generate_dataset`, `aigb::AigbError`, ... are `aigb_sim`'s items, so one
+//! import path serves both halves).
 //!
-//! - [`traffic`]: impressions per tick and per-advertiser pValue/sigma curves
-//!   ([`PeriodTraffic`], AuctionNet's NeurIPS generator), seeded per period, tick and advertiser.
-//! - [`auction`]: 3-slot GSP with reserve price, exposure, pay-on-exposure and conversions
-//!   ([`TickAuction`]); AuctionNet's quirks behind [`CompatParams`] and the enums of
-//!   [`AuctionParams`].
-//! - [`sim`]: the market ([`Simulator`]): 48 ticks, budget cut-off, the overspend drop loop,
-//!   the score `conversions · min(1, (CPA / realised CPA)²)` ([`score`]), periods on threads;
-//!   the auction draws and drop choices from caller sources ([`PeriodDraws`], [`DropSource`]),
-//!   so a logged AuctionNet period replays tick by tick ([`Simulator::replay_period`]).
-//! - [`Bidder`]: the bidding trait; rule-based bidders in [`bidders`] ([`FixedCpaBidder`],
-//!   [`PidBidder`], [`OnlineLpBidder`], [`NoisyBidder`]).
-//! - [`market`]: competitor line-ups ([`BidderSpec`]), the OnlineLP table, logged-data
-//!   generation from a heterogeneous noisy mix ([`generate_dataset`]).
-//! - [`dataset`]: AuctionNet-format trajectories (16-dim state, bid coefficient, reward, cost)
-//!   and validated CSV files ([`TrajectoryDataset`]).
-//! - [`eval`]: held-out evaluation across budget/CPA scalings, slots and seeds ([`Evaluator`]).
-//! - [`policy`]: state → bid-coefficient MLP policies in plain Rust ([`PolicyBidder`]); with
-//!   the `tch` feature, `learned` trains them by behaviour cloning on logged trajectories and
-//!   `iql` trains `offline-rl`'s IQL on them (`IqlBidder`).
-//! - [`stats`]: market statistics and the comparison with AuctionNet's reference statistics.
+//! From `aigb-sim` (no libtorch): [`traffic`], [`auction`], [`sim`] (the market
+//! [`Simulator`], the score, logged-period replay), the [`Bidder`] trait and the rule-based
+//! [`bidders`], [`market`] (line-ups, logged-data generation), [`dataset`] (AuctionNet-format
+//! trajectories), [`eval`] (held-out evaluation), [`policy`] (plain-Rust MLP policies,
+//! [`PolicyBidder`]), [`stats`], and the error type [`AigbError`].
+//!
+//! Here, with the `tch` feature (default; libtorch through `tch`/`rl-nn`/`offline-rl`):
+//! - `learned`: behaviour cloning on logged trajectories, exported to a [`PolicyBidder`];
+//! - `iql`: `offline-rl`'s IQL trained on them (`IqlBidder`);
+//! - `dt`: the decision transformer (`DtBidder`) on `nn`'s causal transformer;
+//! - `diffusion`, `planner`: the DiffBid / AIGB planner (a conditional DDPM over state
+//!   trajectories with an inverse-dynamics model); `traj_eval`, `search`: AIGB-Pearl's
+//!   trajectory evaluator and the policy search that fine-tunes the planner against it;
+//! - `nn`: the network pieces they share (layers, the causal transformer, plain-Rust weights).
 //!
 //! ```
 //! use aigb::{auctionnet_advertisers, Bidder, FixedCpaBidder, FixedCpaParams, PidBidder, PidParams, SimParams, Simulator};
@@ -43,65 +38,35 @@
 //! # Ok::<(), aigb::AigbError>(())
 //! ```
 //!
-//! Features: `tch` (default) adds the learned bidders (libtorch through `tch`/`rl-nn`/`offline-rl`; a binary
-//! using them needs the `build.rs` of `rl-nn`'s docs). `--no-default-features` builds the
-//! simulator, the rule-based bidders, data generation, dataset files and evaluation without
-//! libtorch.
+//! Features: `tch` (default) adds the learned bidders (a binary using them needs the `build.rs`
+//! of `rl-nn`'s docs) and turns on `aigb-sim/tch` (the learned bidders' variants of
+//! [`AigbError`]). `--no-default-features` is `aigb-sim` alone, under this crate's name (the
+//! facade's tch-free `aigb` feature).
 //!
 //! Guide: `docs/aigb.md`; speed: `docs/benchmarks.md`.
 #![deny(missing_docs)]
 #![deny(missing_debug_implementations)]
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
-pub mod auction;
-pub mod bidder;
-pub mod bidders;
-pub mod dataset;
+/// Everything of the simulator crate: its modules (`aigb::sim`, `aigb::market`, ...) and its
+/// root items (`aigb::Simulator`, `aigb::AigbError`, ...).
+pub use aigb_sim::*;
+
 #[cfg(feature = "tch")]
 pub mod diffusion;
 #[cfg(feature = "tch")]
 pub mod dt;
-pub mod error;
-pub mod eval;
+#[cfg(all(test, feature = "tch"))]
+mod fixture;
 #[cfg(feature = "tch")]
 pub mod iql;
 #[cfg(feature = "tch")]
 pub mod learned;
-pub mod market;
 #[cfg(feature = "tch")]
 pub mod nn;
 #[cfg(feature = "tch")]
 pub mod planner;
-pub mod policy;
 #[cfg(feature = "tch")]
 pub mod search;
-pub mod sim;
-pub mod stats;
-pub mod traffic;
 #[cfg(feature = "tch")]
 pub mod traj_eval;
-
-pub use auction::{
-    AdvertiserTick, AuctionParams, Cascade, DrawSource, RecordedDraws, ReserveRule, SeededDraws, TickAuction,
-    ValueBounds, ValueCell, ValueNoise,
-};
-pub use bidder::{
-    state_features, write_linear_bids, Bidder, PeriodInfo, TickContext, TickRecord, STATE_DIM, STATE_FEATURES,
-};
-pub use bidders::{
-    FixedCpaBidder, FixedCpaParams, LpHistory, LpSample, NoiseParams, NoisyBidder, OnlineLpBidder, OnlineLpParams,
-    OnlineLpTable, PacingRule, PidBidder, PidParams,
-};
-pub use dataset::{DatasetMeta, Padded, Step, Trajectory, TrajectoryDataset};
-pub use error::{AigbError, Result};
-pub use eval::{EvalParams, EvalReport, EvalRow, EvalSummary, Evaluator};
-pub use market::{
-    build_lineup, build_online_lp_table, default_lineup, generate_dataset, BidderSpec, DataGenParams, PID_CPA_CAP,
-};
-pub use policy::{MlpPolicy, PolicyBidder, StateNorm};
-pub use sim::{
-    auctionnet_advertisers, score, Advertiser, AdvertiserResult, CompatParams, DropChoice, DropSource, Observer,
-    PeriodDraws, PeriodResult, RecordedDrop, RecordedDrops, RecordedPeriodDraws, SeededDrops, SeededPeriodDraws,
-    SimParams, Simulator, AUCTIONNET_BUDGETS, AUCTIONNET_CPAS, MAX_ADVERTISERS, MAX_CATEGORY, SCORE_BETA,
-};
-pub use traffic::{PeriodTraffic, TickTraffic, TrafficParams, AUCTIONNET_TICK_WEIGHTS, MAX_TICK_PV};

@@ -1133,7 +1133,7 @@ impl Bidder for PlannerBidder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dataset::fixture::{toy_dataset, ToyStep};
+    use crate::fixture::{toy_dataset, ToyStep};
 
     /// Trajectories of 8 ticks whose feature 0 is a line of slope +0.5 or −0.5 (a bimodal
     /// distribution over whole trajectories); the condition is 1 for the rising mode.

@@ -7,12 +7,12 @@
 //! statistic where sampling noise remains even when both spreads are tiny (see `TOLERANCES`).
 //! The 20k-impression test runs by default (budgets × 0.04: the same budget per impression as
 //! the full market, whose statistics the reference shows to be scale-free); the 500k one is
-//! `#[ignore]`d (run it with `cargo test -p aigb --release -- --ignored`).
+//! `#[ignore]`d (run it with `cargo test -p aigb-sim --release -- --ignored`).
 
 use std::path::Path;
 
-use aigb::stats::{compare, load_reference, market_stats, summarize, traffic_stats, Comparison, SlotStats, Stats};
-use aigb::{auctionnet_advertisers, Bidder, PidBidder, PidParams, SimParams, Simulator};
+use aigb_sim::stats::{compare, load_reference, market_stats, summarize, traffic_stats, Comparison, SlotStats, Stats};
+use aigb_sim::{auctionnet_advertisers, Bidder, PidBidder, PidParams, SimParams, Simulator};
 use rl_core::Params;
 
 /// (statistic, absolute floor added to the z-test tolerance).
@@ -69,8 +69,8 @@ fn check(fixture: &str, pv_num: usize, budget_scale: f64, periods: &[u64]) {
     // the reference ran the same market lists
     let budgets: Vec<f64> = raw["budgets"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
     let cpas: Vec<f64> = raw["cpas"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
-    assert_eq!(budgets, aigb::AUCTIONNET_BUDGETS.to_vec());
-    assert_eq!(cpas, aigb::AUCTIONNET_CPAS.to_vec());
+    assert_eq!(budgets, aigb_sim::AUCTIONNET_BUDGETS.to_vec());
+    assert_eq!(cpas, aigb_sim::AUCTIONNET_CPAS.to_vec());
     let ours = summarize(&run(pv_num, budget_scale, periods)).unwrap();
     let mut all: Vec<Comparison> = Vec::new();
     for (name, floor) in TOLERANCES {

@@ -1,9 +1,10 @@
-//! The error type of `aigb`.
+//! The error type of `aigb-sim` and `aigb` (one enum for both: `aigb` re-exports it and turns on
+//! this crate's `tch` feature, which adds the variants of the learned bidders' errors).
 
 use std::path::PathBuf;
 
-/// Errors returned by `aigb`. Every variant names the offending value; a call that returns an
-/// error leaves the simulator, bidders and datasets as they were.
+/// Errors returned by `aigb-sim` and `aigb`. Every variant names the offending value; a call
+/// that returns an error leaves the simulator, bidders and datasets as they were.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AigbError {
@@ -108,15 +109,16 @@ pub enum AigbError {
     /// Errors from `rl-core`.
     #[error(transparent)]
     Core(#[from] rl_core::RlCoreError),
-    /// Errors from `rl-nn`.
+    /// Errors from `rl-nn` (feature `tch`, which `aigb` turns on).
     #[cfg(feature = "tch")]
     #[error(transparent)]
     Nn(#[from] rl_nn::RlNnError),
-    /// Errors from `offline-rl` (the IQL bidder: its parameters, training and checkpoints).
+    /// Errors from `offline-rl` (the IQL bidder: its parameters, training and checkpoints;
+    /// feature `tch`).
     #[cfg(feature = "tch")]
     #[error(transparent)]
     Offline(#[from] offline_rl::OfflineError),
-    /// Errors from libtorch.
+    /// Errors from libtorch (feature `tch`).
     #[cfg(feature = "tch")]
     #[error(transparent)]
     Tch(#[from] tch::TchError),
@@ -149,16 +151,17 @@ impl AigbError {
 /// `Result` with [`AigbError`].
 pub type Result<T, E = AigbError> = std::result::Result<T, E>;
 
-/// Checks that `x` is finite and `lo <= x <= hi` (either bound may be infinite).
-pub(crate) fn check_range(name: &str, x: f64, lo: f64, hi: f64) -> Result<()> {
+/// Checks that `x` is finite and `lo <= x <= hi` (either bound may be infinite); the
+/// [`AigbError::InvalidParameter`] names `name` (shared with `aigb`'s learned bidders).
+pub fn check_range(name: &str, x: f64, lo: f64, hi: f64) -> Result<()> {
     if !x.is_finite() || x < lo || x > hi {
         return Err(AigbError::invalid(name, x, format!("must be finite and in [{lo}, {hi}]")));
     }
     Ok(())
 }
 
-/// Checks that `x` is finite and `> 0`.
-pub(crate) fn check_positive(name: &str, x: f64) -> Result<()> {
+/// Checks that `x` is finite and `> 0`; the [`AigbError::InvalidParameter`] names `name`.
+pub fn check_positive(name: &str, x: f64) -> Result<()> {
     if !(x.is_finite() && x > 0.0) {
         return Err(AigbError::invalid(name, x, "must be finite and > 0"));
     }

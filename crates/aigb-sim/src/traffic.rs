@@ -163,6 +163,10 @@ impl Default for TrafficParams {
     }
 }
 
+/// One `#[must_use]` builder setter per listed field (`setters!(FooParams { lr: f64 })`); exported
+/// for the parameter sets of `aigb`'s learned bidders, not part of the documented API.
+#[doc(hidden)]
+#[macro_export]
 macro_rules! setters {
     ($ty:ty { $($field:ident : $t:ty),* $(,)? }) => {
         impl $ty {
@@ -177,7 +181,8 @@ macro_rules! setters {
         }
     };
 }
-pub(crate) use setters;
+#[doc(hidden)]
+pub use setters;
 
 setters!(TrafficParams {
     pv_num: usize,

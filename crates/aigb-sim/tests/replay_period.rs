@@ -16,7 +16,7 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use aigb::{
+use aigb_sim::{
     Advertiser, AigbError, AuctionParams, Bidder, DropChoice, DropSource, Observer, PeriodDraws, PeriodInfo,
     RecordedDraws, RecordedDrop, RecordedDrops, RecordedPeriodDraws, SimParams, Simulator, TickAuction, TickContext,
     TickTraffic,
@@ -56,10 +56,10 @@ impl Bidder for Rule {
     fn name(&self) -> String {
         self.kind.clone()
     }
-    fn begin_period(&mut self, _: &PeriodInfo) -> aigb::Result<()> {
+    fn begin_period(&mut self, _: &PeriodInfo) -> aigb_sim::Result<()> {
         Ok(())
     }
-    fn bid(&mut self, ctx: &TickContext<'_>, out: &mut [f32]) -> aigb::Result<()> {
+    fn bid(&mut self, ctx: &TickContext<'_>, out: &mut [f32]) -> aigb_sim::Result<()> {
         let alpha = match self.kind.as_str() {
             "fixed" => self.m * self.cpa,
             "paced" => self.m * self.cpa * ctx.remaining_budget / ctx.info.budget,
@@ -147,15 +147,15 @@ struct CheckedDrops {
 }
 
 impl DropSource for CheckedDrops {
-    fn begin_period(&mut self, num_ticks: usize) -> aigb::Result<()> {
+    fn begin_period(&mut self, num_ticks: usize) -> aigb_sim::Result<()> {
         self.inner.begin_period(num_ticks)
     }
-    fn choose(&mut self, choice: &DropChoice<'_>, out: &mut Vec<usize>) -> aigb::Result<()> {
+    fn choose(&mut self, choice: &DropChoice<'_>, out: &mut Vec<usize>) -> aigb_sim::Result<()> {
         assert_eq!(choice.won, &self.won[self.asked][..], "candidates of drop choice {}", self.asked);
         self.asked += 1;
         self.inner.choose(choice, out)
     }
-    fn end_tick(&mut self, tick: usize, rounds: usize) -> aigb::Result<()> {
+    fn end_tick(&mut self, tick: usize, rounds: usize) -> aigb_sim::Result<()> {
         self.inner.end_tick(tick, rounds)
     }
 }
@@ -275,7 +275,7 @@ fn recordings_that_do_not_fit_the_period_are_typed_errors() {
             })
             .collect()
     };
-    let is_replay = |r: aigb::Result<aigb::PeriodResult>| matches!(r, Err(AigbError::Replay { .. }));
+    let is_replay = |r: aigb_sim::Result<aigb_sim::PeriodResult>| matches!(r, Err(AigbError::Replay { .. }));
     // the recording is fine as it is
     assert!(replay(&mut s.draws.clone(), &mut RecordedDrops::new(s.drops.clone()), &s.traffic).is_ok());
     // the draws run out (tick 2 lost its last drop-round call)
@@ -330,7 +330,7 @@ fn recordings_that_do_not_fit_the_period_are_typed_errors() {
 }
 
 fn seeded_market() -> (Simulator, Vec<Box<dyn Bidder>>) {
-    use aigb::{auctionnet_advertisers, FixedCpaBidder, FixedCpaParams, PidBidder, PidParams};
+    use aigb_sim::{auctionnet_advertisers, FixedCpaBidder, FixedCpaParams, PidBidder, PidParams};
     let pv = 3_000;
     let sim = Simulator::new(
         SimParams::default().pv_num(pv).check().unwrap(),
@@ -356,11 +356,11 @@ fn fresh_bidders() -> Vec<Box<dyn Bidder>> {
 }
 
 /// The seeded draws, but every drop round re-runs every impression (as with a recording).
-struct FullRerun(aigb::SeededPeriodDraws);
+struct FullRerun(aigb_sim::SeededPeriodDraws);
 
 impl PeriodDraws for FullRerun {
-    type Draws = aigb::SeededDraws;
-    fn draws(&mut self, tick: usize, call: usize) -> aigb::Result<&mut aigb::SeededDraws> {
+    type Draws = aigb_sim::SeededDraws;
+    fn draws(&mut self, tick: usize, call: usize) -> aigb_sim::Result<&mut aigb_sim::SeededDraws> {
         self.0.draws(tick, call)
     }
     fn same_draws_every_call(&self) -> bool {
@@ -403,7 +403,7 @@ type Choose = fn(&DropChoice<'_>) -> Vec<usize>;
 struct Bad(Choose);
 
 impl DropSource for Bad {
-    fn choose(&mut self, choice: &DropChoice<'_>, out: &mut Vec<usize>) -> aigb::Result<()> {
+    fn choose(&mut self, choice: &DropChoice<'_>, out: &mut Vec<usize>) -> aigb_sim::Result<()> {
         out.extend((self.0)(choice));
         Ok(())
     }

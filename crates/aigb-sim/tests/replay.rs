@@ -9,8 +9,8 @@
 
 use std::path::Path;
 
-use aigb::auction::NO_WINNER;
-use aigb::{AuctionParams, TickAuction, TickTraffic, ValueBounds};
+use aigb_sim::auction::NO_WINNER;
+use aigb_sim::{AuctionParams, TickAuction, TickTraffic, ValueBounds};
 use rl_core::Params;
 use serde_json::Value;
 
@@ -83,7 +83,7 @@ fn bools(v: &Value) -> Vec<bool> {
 
 #[test]
 fn a_recorded_auctionnet_tick_replays_exactly() {
-    use aigb::RecordedDraws;
+    use aigb_sim::RecordedDraws;
     let fx = fixture();
     let tk = &fx["tick"];
     let n = tk["num_pv"].as_u64().unwrap() as usize;
@@ -126,15 +126,15 @@ fn a_recorded_auctionnet_tick_replays_exactly() {
         RecordedDraws::new(n - 1, 3, N_ADV, vec![false; (n - 1) * 3], vec![false; (n - 1) * N_ADV]).unwrap();
     assert!(matches!(
         au.run_with(&p, &t, &bids, &[ValueBounds::untruncated(); N_ADV], &mut wrong),
-        Err(aigb::AigbError::Shape { .. })
+        Err(aigb_sim::AigbError::Shape { .. })
     ));
-    assert!(matches!(RecordedDraws::new(n, 3, N_ADV, vec![false; 5], vec![]), Err(aigb::AigbError::Shape { .. })));
-    assert!(matches!(RecordedDraws::new(0, 3, N_ADV, vec![], vec![]), Err(aigb::AigbError::Empty { .. })));
+    assert!(matches!(RecordedDraws::new(n, 3, N_ADV, vec![false; 5], vec![]), Err(aigb_sim::AigbError::Shape { .. })));
+    assert!(matches!(RecordedDraws::new(0, 3, N_ADV, vec![], vec![]), Err(aigb_sim::AigbError::Empty { .. })));
 }
 
 #[test]
 fn seeded_draws_reproduce_the_default_run() {
-    use aigb::SeededDraws;
+    use aigb_sim::SeededDraws;
     let n = 300;
     let pv: Vec<f32> = (0..n * 5).map(|j| ((j * 37 % 101) as f32) / 300.0).collect();
     let sg: Vec<f32> = pv.iter().map(|x| x * 0.2).collect();

@@ -1,6 +1,6 @@
 //! A state → bid-coefficient policy evaluated in plain Rust ([`MlpPolicy`]), and the bidder
-//! that runs it ([`PolicyBidder`]). Learned bidders (behaviour cloning, `learned`, behind the
-//! `tch` feature) train with libtorch and export to this form, so a trained bidder runs and
+//! that runs it ([`PolicyBidder`]). Learned bidders (behaviour cloning, `aigb::learned` in the
+//! `aigb` crate) train with libtorch and export to this form, so a trained bidder runs and
 //! evaluates without libtorch, on any thread.
 
 use serde::{Deserialize, Serialize};

@@ -339,7 +339,7 @@ pub struct PeriodResult {
 /// The market simulator: parameters plus the advertisers' budgets, CPAs and categories.
 ///
 /// ```
-/// use aigb::{auctionnet_advertisers, Bidder, PidBidder, PidParams, SimParams, Simulator};
+/// use aigb_sim::{auctionnet_advertisers, Bidder, PidBidder, PidParams, SimParams, Simulator};
 /// use rl_core::Params;
 ///
 /// let params = SimParams::default().pv_num(5_000).check()?;
@@ -350,7 +350,7 @@ pub struct PeriodResult {
 /// let res = sim.run_period(0, &mut bidders, None)?;
 /// assert_eq!(res.advertisers.len(), 48);
 /// assert!(res.advertisers.iter().all(|a| a.cost() <= a.info.budget + 1e-9));
-/// # Ok::<(), aigb::AigbError>(())
+/// # Ok::<(), aigb_sim::AigbError>(())
 /// ```
 #[derive(Debug, Clone)]
 pub struct Simulator {

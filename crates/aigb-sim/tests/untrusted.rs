@@ -3,8 +3,8 @@
 //! by category id, and the CSV reader refuses rows that contradict each other or the metadata
 //! and sizes beyond its budget, each with a typed error naming the line and field.
 
-use aigb::dataset::MAX_ROW_BYTES;
-use aigb::*;
+use aigb_sim::dataset::MAX_ROW_BYTES;
+use aigb_sim::*;
 use rl_core::{MemoryBudget, Params, RlCoreError};
 
 fn ads(n: usize, pv: usize) -> Vec<Advertiser> {
@@ -50,7 +50,7 @@ fn huge_categories_neither_allocate_nor_overflow() {
     let mut bidders: Vec<Box<dyn Bidder>> =
         (0..4).map(|_| Box::new(PidBidder::new(pid.clone())) as Box<dyn Bidder>).collect();
     s.run_period(0, &mut bidders, None).unwrap();
-    assert!(aigb::stats::traffic_stats(&s, 0).unwrap().contains_key(&format!("cat{MAX_CATEGORY}/pvalue_mean")));
+    assert!(aigb_sim::stats::traffic_stats(&s, 0).unwrap().contains_key(&format!("cat{MAX_CATEGORY}/pvalue_mean")));
 }
 
 #[test]
@@ -115,9 +115,9 @@ fn the_traffic_generator_checks_its_own_buffers() {
 fn thread_counts_and_evaluation_grids_are_bounded() {
     let e = DataGenParams::default().threads(1_000_000).check().unwrap_err();
     assert_eq!(invalid_name(&e), "threads");
-    let e = EvalParams::default().threads(aigb::eval::MAX_THREADS + 1).check().unwrap_err();
+    let e = EvalParams::default().threads(aigb_sim::eval::MAX_THREADS + 1).check().unwrap_err();
     assert_eq!(invalid_name(&e), "threads");
-    assert!(EvalParams::default().threads(aigb::eval::MAX_THREADS).check().is_ok());
+    assert!(EvalParams::default().threads(aigb_sim::eval::MAX_THREADS).check().is_ok());
     // 1000^5 runs would be listed before the first one starts
     let e = EvalParams::default()
         .seeds((0..1000).collect())
@@ -145,7 +145,7 @@ fn dataset() -> TrajectoryDataset {
     let s = Simulator::new(SimParams::default().pv_num(pv).check().unwrap(), ads(4, pv)).unwrap();
     let pid = PidParams::default().check().unwrap();
     let mut ds = TrajectoryDataset::new(DatasetMeta {
-        format_version: aigb::dataset::FORMAT_VERSION,
+        format_version: aigb_sim::dataset::FORMAT_VERSION,
         num_ticks: 48,
         advertisers: s.advertisers().to_vec(),
         ..DatasetMeta::default()

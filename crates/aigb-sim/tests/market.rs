@@ -1,7 +1,7 @@
 //! Market-level tests: budget cut-off and drop loop, bad input, determinism, bidder smoke runs,
 //! logged data round trips and held-out evaluation.
 
-use aigb::*;
+use aigb_sim::*;
 use rl_core::Params;
 
 const PV: usize = 4_000;
