@@ -15,9 +15,9 @@ spread of every statistic, so that the Rust tests can state tolerances. Also tim
 
 Usage (the committed fixtures were made with exactly these commands):
     python scripts/aigb_auctionnet_stats.py --auctionnet /tmp/auctionnet --episodes 4 \
-        --pv-num 500000 --out crates/aigb/tests/fixtures/auctionnet_pid_500k.json
+        --pv-num 500000 --out crates/aigb-sim/tests/fixtures/auctionnet_pid_500k.json
     python scripts/aigb_auctionnet_stats.py --auctionnet /tmp/auctionnet --episodes 8 \
-        --pv-num 20000 --budget-scale 0.04 --out crates/aigb/tests/fixtures/auctionnet_pid_20k.json
+        --pv-num 20000 --budget-scale 0.04 --out crates/aigb-sim/tests/fixtures/auctionnet_pid_20k.json
 Requires numpy, scipy, gin-config, pandas, psutil in the venv (AuctionNet imports them).
 """
 import argparse

@@ -4,7 +4,7 @@
 Runs alimama-tech/AuctionNet's `run/run_test.py::run_test` (Apache-2.0) -- its tick loop, budget
 cut-off, overspend drop loop (`adjust_over_cost`, `get_winner`) and `BiddingEnv` auction -- from a
 LOCAL copy that is never committed, on one small period: 5 advertisers with three simple bidding
-rules (written here, mirrored in `crates/aigb/tests/replay.rs`), 8 ticks of 30-59 impressions
+rules (written here, mirrored in `crates/aigb-sim/tests/replay.rs`), 8 ticks of 30-59 impressions
 with pValues/sigmas drawn here, budgets small enough that drop rounds happen and advertisers run
 out. Only the period's inputs are replaced (a small stand-in `Controller`, pv generator and
 no-op trackers, installed before `run_test` is imported); the loop itself is the reference's.
@@ -25,7 +25,7 @@ gin-config, AuctionNet commit c20de631a40e24669d1d6a8e2acefd8f492f172d):
         simul_bidding_env/__init__.py | tar -x -C /tmp/auctionnet-period
     python3 -m venv /tmp/aigb-replay-venv && /tmp/aigb-replay-venv/bin/pip install numpy scipy gin-config
     nice /tmp/aigb-replay-venv/bin/python scripts/aigb_period_fixture.py --auctionnet /tmp/auctionnet-period \
-        --out crates/aigb/tests/fixtures/auctionnet_period.json
+        --out crates/aigb-sim/tests/fixtures/auctionnet_period.json
 """
 import argparse
 import collections

@@ -14,7 +14,7 @@ its outputs (slot, cost, exposure, conversion, least winning cost), to replay wi
 
 Usage (the committed fixture was made with exactly this command):
     python scripts/aigb_replay_fixture.py --auctionnet /tmp/auctionnet \
-        --out crates/aigb/tests/fixtures/auctionnet_reserve_boundary.json
+        --out crates/aigb-sim/tests/fixtures/auctionnet_reserve_boundary.json
 Requires numpy, scipy, gin-config (BiddingEnv imports them).
 """
 import argparse
