@@ -1,4 +1,4 @@
-//! LoRA adapters (Hu et al. 2021, arXiv 2106.09685) on the projections of an [`HfModel`], read
+//! LoRA adapters (Hu et al. 2021, arXiv 2106.09685) on the projections of an [`HfModel`](crate::HfModel), read
 //! from and written to the layout of Hugging Face PEFT (`adapter_config.json` +
 //! `adapter_model.safetensors`), so adapters trained here load in PEFT and the other way round.
 //!
@@ -98,7 +98,7 @@ impl LoraTarget {
     }
 }
 
-/// An adapter's shape and scaling: what [`HfModel::add_lora`] creates and PEFT's
+/// An adapter's shape and scaling: what [`HfModel::add_lora`](crate::HfModel::add_lora) creates and PEFT's
 /// `LoraConfig` records.
 ///
 /// | field | default | meaning | range |
