@@ -5,8 +5,8 @@
 //!
 //! ```text
 //! # tiny (CI)
-//! cargo run --features lare --example lare_mpe -- --steps 400 --num-steps 50 --seeds 1 --methods lare,episodic \
-//!     --eval-every 200 --eval-episodes 2 --out target/lare-mpe-tiny
+//! cargo run --features lare --example lare_mpe -- --steps 200 --num-steps 40 --seeds 1 --methods lare,episodic \
+//!     --decoder-every 1 --decoder-updates 2 --decoder-batch 8 --eval-every 200 --eval-episodes 1 --out target/lare-mpe-tiny
 //! # the reported run (docs/lare.md)
 //! nice cargo run --release --features lare --example lare_mpe -- --steps 150000 --seeds 3 --out results/lare-mpe
 //! ```
