@@ -312,16 +312,10 @@ impl HfModel {
         {
             let root = vs.root();
             for (name, _) in &expected {
-                let parts: Vec<&str> = name.split('.').collect();
-                let Some((last, dirs)) = parts.split_last() else { continue };
-                let mut p = root.clone();
-                for d in dirs {
-                    p = p.sub(*d);
-                }
                 let src = tensors
                     .get(name)
                     .ok_or_else(|| HfError::MissingTensor { path: "<tensors>".into(), name: name.clone() })?;
-                let _var = p.f_var_copy(last, src)?;
+                var_copy_dotted(&root, name, src)?;
             }
         }
         let vars = vs.variables();
@@ -735,13 +729,7 @@ impl HfModel {
         {
             let root = vs.root();
             for (name, t) in tensors {
-                let parts: Vec<&str> = name.split('.').collect();
-                let Some((last, dirs)) = parts.split_last() else { continue };
-                let mut p = root.clone();
-                for d in dirs {
-                    p = p.sub(*d);
-                }
-                let _var = p.f_var_copy(last, &t.f_to_kind(Kind::Float)?)?;
+                var_copy_dotted(&root, name, &t.f_to_kind(Kind::Float)?)?;
             }
         }
         let vars = vs.variables();
@@ -842,6 +830,19 @@ impl HfModel {
         self.vs.unfreeze();
         Ok(())
     }
+}
+
+/// A variable named `name` (dots: nested paths, `model.layers.0.mlp.up_proj.weight`) under
+/// `root`, holding a copy of `src`.
+fn var_copy_dotted(root: &nn::Path<'_>, name: &str, src: &Tensor) -> Result<()> {
+    let parts: Vec<&str> = name.split('.').collect();
+    let Some((last, dirs)) = parts.split_last() else { return Ok(()) };
+    let mut p = root.clone();
+    for d in dirs {
+        p = p.sub(*d);
+    }
+    let _var = p.f_var_copy(last, src)?;
+    Ok(())
 }
 
 fn no_adapter() -> HfError {
